@@ -1,0 +1,13 @@
+//! The engine-independent heart of the multi-tenant memcached engine.
+//!
+//! - [`bucket`]: the bucket handle state machine, the registry of buckets, connection state and
+//!   the shutdown of deleted buckets (the design of Couchbase's `bucket_engine.c`).
+//! - [`sync`]: the std/loom shim every shared-state module goes through.
+//!
+//! Nothing here knows about C or the memcached wire protocol; `ffi` maps those onto this crate.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bucket;
+pub mod sync;

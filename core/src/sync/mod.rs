@@ -1,0 +1,190 @@
+//! The one place `core` takes its shared-state primitives from.
+//!
+//! Built normally, these are std's types; built with `RUSTFLAGS="--cfg mcb_loom"` they are loom's,
+//! so the loom models in `model-tests` run the real code (the shape follows tokio's `loom` module).
+//! Mutexes here do not poison: a panic in one caller must not wedge every tenant afterwards.
+//! A clippy `disallowed-types` rule (core/clippy.toml) keeps the rest of the crate on this path.
+//! The items mirror std's API of the same name and are documented there.
+
+#![allow(clippy::disallowed_types, clippy::disallowed_methods, missing_docs)]
+
+pub mod mutant;
+
+#[cfg(not(mcb_loom))]
+use std::sync as imp;
+
+#[cfg(mcb_loom)]
+use loom::sync as imp;
+
+pub use imp::Arc;
+
+/// Atomics and fences.
+pub mod atomic {
+    #[cfg(mcb_loom)]
+    pub use loom::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    };
+    #[cfg(not(mcb_loom))]
+    pub use std::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    };
+    pub use std::sync::atomic::Ordering;
+
+    /// Orders a preceding SeqCst read-modify-write before a following SeqCst load of another
+    /// location (the store-load half of a Dekker handshake).
+    ///
+    /// Under the C++20/Rust memory model the SeqCst total order already gives this, so the std
+    /// build emits nothing. loom does not model that property of SeqCst accesses
+    /// (tokio-rs/loom#180: it treats them as AcqRel), but it does model SeqCst fences, so under
+    /// loom this is a SeqCst fence: the model then checks exactly the guarantee the real code
+    /// relies on, no more.
+    #[inline(always)]
+    pub fn store_load_fence() {
+        #[cfg(mcb_loom)]
+        if !super::mutant::active(super::mutant::Mutant::NoStoreLoadFence) {
+            fence(Ordering::SeqCst);
+        }
+    }
+}
+
+/// Threads.
+pub mod thread {
+    #[cfg(mcb_loom)]
+    pub use loom::thread::{spawn, yield_now, JoinHandle};
+    #[cfg(not(mcb_loom))]
+    pub use std::thread::{spawn, yield_now, JoinHandle};
+}
+
+/// A mutex that ignores poisoning (the data it guards is kept consistent by its users).
+#[derive(Debug, Default)]
+pub struct Mutex<T>(imp::Mutex<T>);
+
+/// Guard returned by [`Mutex::lock`].
+pub type MutexGuard<'a, T> = imp::MutexGuard<'a, T>;
+
+impl<T> Mutex<T> {
+    pub fn new(value: T) -> Self {
+        Self(imp::Mutex::new(value))
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(imp::PoisonError::into_inner)
+    }
+}
+
+/// A condition variable paired with [`Mutex`].
+#[derive(Debug, Default)]
+pub struct Condvar(imp::Condvar);
+
+impl Condvar {
+    pub fn new() -> Self {
+        Self(imp::Condvar::new())
+    }
+
+    pub fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.0.wait(guard).unwrap_or_else(imp::PoisonError::into_inner)
+    }
+
+    /// Waits at most `dur`; returns the guard and whether the wait timed out.
+    /// (loom never times out: a model must not depend on a timeout to make progress.)
+    pub fn wait_timeout<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        dur: std::time::Duration,
+    ) -> (MutexGuard<'a, T>, bool) {
+        let (guard, res) = self
+            .0
+            .wait_timeout(guard, dur)
+            .unwrap_or_else(imp::PoisonError::into_inner);
+        (guard, res.timed_out())
+    }
+
+    pub fn notify_one(&self) {
+        self.0.notify_one();
+    }
+
+    pub fn notify_all(&self) {
+        self.0.notify_all();
+    }
+}
+
+/// `UnsafeCell` with loom's closure-based access, so loom can check every access.
+#[cfg(mcb_loom)]
+pub use loom::cell::UnsafeCell;
+
+/// `UnsafeCell` with loom's closure-based access, so loom can check every access.
+#[cfg(not(mcb_loom))]
+#[derive(Debug, Default)]
+pub struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(mcb_loom))]
+impl<T> UnsafeCell<T> {
+    pub const fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    pub fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    #[inline(always)]
+    pub fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// How many CPUs to size per-CPU structures for (fixed at 2 under loom to keep models small).
+pub fn cpu_count() -> usize {
+    #[cfg(mcb_loom)]
+    {
+        2
+    }
+    #[cfg(not(mcb_loom))]
+    {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+/// A small number that is stable for the calling thread and differs between the first threads
+/// that ask: threads use it to pick a stripe of a striped structure.
+#[inline]
+pub fn thread_index() -> usize {
+    #[cfg(not(mcb_loom))]
+    {
+        use std::cell::Cell;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+        }
+        INDEX.with(|slot| {
+            let mut index = slot.get();
+            if index == usize::MAX {
+                // Relaxed: only uniqueness of the ticket matters; nothing is published with it.
+                index = NEXT.fetch_add(1, Ordering::Relaxed);
+                slot.set(index);
+            }
+            index
+        })
+    }
+    #[cfg(mcb_loom)]
+    {
+        use std::cell::Cell;
+        loom::lazy_static! {
+            static ref NEXT: loom::sync::atomic::AtomicUsize = loom::sync::atomic::AtomicUsize::new(0);
+        }
+        loom::thread_local! {
+            static INDEX: Cell<usize> = Cell::new(usize::MAX);
+        }
+        INDEX.with(|slot| {
+            let mut index = slot.get();
+            if index == usize::MAX {
+                // Relaxed: only uniqueness of the ticket matters; nothing is published with it.
+                index = NEXT.fetch_add(1, atomic::Ordering::Relaxed);
+                slot.set(index);
+            }
+            index
+        })
+    }
+}

@@ -1,0 +1,81 @@
+//! Deliberate bugs for the loom models to catch.
+//!
+//! A model that passes proves something only if it fails when the code is wrong. Each variant
+//! below names one line of the real code that a model test switches to a broken form; the
+//! models in `model-tests` assert that loom then reports a failure. Outside `--cfg mcb_loom`
+//! [`active`] is a constant `false`, so the release build carries none of this.
+
+/// One deliberate bug, or none.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Mutant {
+    /// The real code.
+    None = 0,
+    /// `store_load_fence` does nothing under loom either: the Dekker handshake loses its order.
+    NoStoreLoadFence,
+    /// `enter` checks the state before counting itself in (check-then-act).
+    EnterChecksBeforeCounting,
+    /// `leave` only looks at its own stripe when deciding that the bucket is idle.
+    LeaveReadsOwnStripeOnly,
+    /// The last leaver stores STOPPED instead of winning a compare-and-swap.
+    StopWithoutCas,
+    /// `release` does not take the shutdown mutex before waking the waiter.
+    ReleaseWakesWithoutLock,
+    /// The shutdown worker does not re-check for references under the mutex before waiting.
+    WorkerWaitsWithoutRecheck,
+    /// A connection frees its state on disconnect even while it is still reserved.
+    DisconnectIgnoresReservations,
+    /// `create` checks for the name outside the writer lock.
+    CreateChecksOutsideLock,
+}
+
+#[cfg(mcb_loom)]
+mod switch {
+    #![allow(clippy::disallowed_types)]
+    use super::Mutant;
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::sync::{Mutex, MutexGuard, PoisonError};
+
+    // A std atomic on purpose: it is set before a model starts and never changes inside one,
+    // so loom must not explore it.
+    static ACTIVE: AtomicU8 = AtomicU8::new(Mutant::None as u8);
+
+    // Models run one at a time: the switch is global, and a test harness runs tests in parallel.
+    static EXCLUSIVE: Mutex<()> = Mutex::new(());
+
+    /// Switches the real code to `mutant` until the returned guard drops. Every model takes this
+    /// guard (with `Mutant::None` for the real code), which also runs models one at a time.
+    pub fn set(mutant: Mutant) -> Guard {
+        let lock = EXCLUSIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        // Relaxed: written before the model's threads exist; thread spawn publishes it.
+        ACTIVE.store(mutant as u8, Ordering::Relaxed);
+        Guard(lock)
+    }
+
+    /// Restores the real code when dropped.
+    #[derive(Debug)]
+    pub struct Guard(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            // Relaxed: as in `set`.
+            ACTIVE.store(Mutant::None as u8, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub fn active(mutant: Mutant) -> bool {
+        // Relaxed: constant for the whole model run (see `set`).
+        ACTIVE.load(Ordering::Relaxed) == mutant as u8
+    }
+}
+
+#[cfg(mcb_loom)]
+pub use switch::{active, set, Guard};
+
+/// Whether `mutant` is switched on: always `false` outside loom builds.
+#[cfg(not(mcb_loom))]
+#[inline(always)]
+pub const fn active(_mutant: Mutant) -> bool {
+    false
+}
