@@ -17,6 +17,7 @@ use std::sync as imp;
 use loom::sync as imp;
 
 pub use imp::Arc;
+use std::sync::PoisonError;
 
 /// Atomics and fences.
 pub mod atomic {
@@ -24,11 +25,11 @@ pub mod atomic {
     pub use loom::sync::atomic::{
         fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
+    pub use std::sync::atomic::Ordering;
     #[cfg(not(mcb_loom))]
     pub use std::sync::atomic::{
         fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
-    pub use std::sync::atomic::Ordering;
 
     /// Orders a preceding SeqCst read-modify-write before a following SeqCst load of another
     /// location (the store-load half of a Dekker handshake).
@@ -68,7 +69,7 @@ impl<T> Mutex<T> {
     }
 
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        self.0.lock().unwrap_or_else(imp::PoisonError::into_inner)
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -82,7 +83,7 @@ impl Condvar {
     }
 
     pub fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        self.0.wait(guard).unwrap_or_else(imp::PoisonError::into_inner)
+        self.0.wait(guard).unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Waits at most `dur`; returns the guard and whether the wait timed out.
@@ -95,7 +96,7 @@ impl Condvar {
         let (guard, res) = self
             .0
             .wait_timeout(guard, dur)
-            .unwrap_or_else(imp::PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner);
         (guard, res.timed_out())
     }
 
