@@ -1,3 +1,4 @@
+#![cfg_attr(mcb_loom, allow(unused))]
 //! The bucket lifecycle end to end, until the engine and its host exist: a registry with a
 //! default bucket and three tenants, connections calling from several threads, one tenant
 //! deleted under load, then global shutdown. Prints what happened and exits non-zero if any

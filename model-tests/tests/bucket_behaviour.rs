@@ -1,5 +1,7 @@
 //! The seed's bucket rules, one test each, on the real threads (no loom).
 
+#![cfg(not(mcb_loom))] // real threads; the loom build runs tests/bucket.rs
+
 use mcb_core::bucket::{
     Config, Connection, CreateError, DeleteError, Fate, Registry, ReserveError, State,
 };

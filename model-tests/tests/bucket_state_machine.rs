@@ -2,6 +2,8 @@
 //! and disconnect against a sequential model of the seed's rules, checking every answer and
 //! every live bucket's reference count after each step.
 
+#![cfg(not(mcb_loom))] // real threads; the loom build runs tests/bucket.rs
+
 use mcb_core::bucket::{
     Config, Connection, CreateError, DeleteError, Fate, Registry, ReserveError,
 };

@@ -189,3 +189,40 @@ pub fn thread_index() -> usize {
         })
     }
 }
+
+/// Epoch-based reclamation (crossbeam-epoch) behind one type, so loom models can free what a
+/// structure retired when the structure goes.
+pub mod epoch {
+    pub use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
+
+    /// The reclamation domain of one data structure.
+    ///
+    /// In std builds this is crossbeam's global collector: pinning it is a thread-local
+    /// operation and allocates nothing. Under loom each domain has a collector of its own
+    /// (registered per pin), because the global one does not survive loom's teardown at the
+    /// end of each execution, and a private one frees everything retired when it drops.
+    #[derive(Debug, Default)]
+    pub struct Domain {
+        #[cfg(mcb_loom)]
+        collector: crossbeam_epoch::Collector,
+    }
+
+    impl Domain {
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Pins the current thread: what it loads stays allocated until the guard drops.
+        #[inline]
+        pub fn pin(&self) -> Guard {
+            #[cfg(mcb_loom)]
+            {
+                self.collector.register().pin()
+            }
+            #[cfg(not(mcb_loom))]
+            {
+                crossbeam_epoch::pin()
+            }
+        }
+    }
+}
