@@ -246,7 +246,7 @@ static void test_events(void) {
     CHECK_EQ_INT(events.count[ON_CONNECT], 2);
     CHECK(events.last_cookie == c);
     CHECK_EQ_INT(events.norder, 2);
-    CHECK(events.order[0] == 1 && events.order[1] == 2); /* registration order */
+    CHECK(events.order[0] == 2 && events.order[1] == 1); /* newest first, as memcached */
 
     mh_conn_auth(c, "alice", "bucket=1");
     CHECK_EQ_INT(events.count[ON_AUTH], 1);

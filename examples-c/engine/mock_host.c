@@ -12,7 +12,7 @@
  * - realtime/abstime: an expiry of 0 is "never"; up to 30 days is relative to now; beyond is an
  *   absolute Unix time, and one at or before the server's start becomes 1 (already expired,
  *   but not 0, which would mean never).
- * - events: handlers run in registration order for their event type; ON_CONNECT fires when a
+ * - events: handlers run newest first for their event type (as memcached); ON_CONNECT fires when a
  *   connection opens, ON_AUTH after authentication with an auth_data_t, ON_DISCONNECT when it
  *   closes, ON_LOG_LEVEL when the log level changes.
  * - cookies: a closed connection stays alive while an engine holds a reservation on it.
@@ -183,8 +183,10 @@ typedef struct event_handler {
     _Atomic(struct event_handler *) next;
 } event_handler;
 
-/* Append-only lists: the lock orders writers; readers walk `next` with acquire loads, so a
- * callback may register another handler while a dispatch is in progress. */
+/* Per event type, a list that only grows at its head (memcached's order: the newest handler
+ * runs first). The lock orders writers; readers take the head with an acquire load and walk
+ * nodes that never change once published, so a callback may register another handler while a
+ * dispatch is in progress. */
 static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(event_handler *) event_handlers[MAX_ENGINE_EVENT_TYPE];
 
@@ -201,16 +203,13 @@ static void events_register(ENGINE_HANDLE *engine, ENGINE_EVENT_TYPE type, EVENT
         abort(); /* a test host: out of memory is fatal */
     }
     h->engine = engine;
+    atomic_init(&h->forgotten, false);
     h->cb = cb;
     h->cb_data = cb_data;
-    atomic_init(&h->next, NULL);
     pthread_mutex_lock(&events_lock);
-    _Atomic(event_handler *) *slot = &event_handlers[type];
-    event_handler *cur;
-    while ((cur = atomic_load_explicit(slot, memory_order_relaxed)) != NULL) {
-        slot = &cur->next;
-    }
-    atomic_store_explicit(slot, h, memory_order_release);
+    atomic_init(&h->next, atomic_load_explicit(&event_handlers[type], memory_order_relaxed));
+    /* Release: pairs with the acquire load in events_perform; publishes the handler. */
+    atomic_store_explicit(&event_handlers[type], h, memory_order_release);
     pthread_mutex_unlock(&events_lock);
 }
 
