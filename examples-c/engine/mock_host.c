@@ -225,8 +225,6 @@ static void events_perform(ENGINE_EVENT_TYPE type, const void *data, const void 
     }
 }
 
-static void events_forget(ENGINE_HANDLE *engine);
-
 /* ------------------------------------------------------------------------------------------
  * Core API
  */
@@ -848,7 +846,7 @@ mh_engine *mh_engine_load(const char *path, const char *config, char *err, size_
     if (rc != ENGINE_SUCCESS) {
         load_failed(err, errlen, "Failed to initialize instance of %s. Error code: %d", path,
                     (int)rc);
-        events_forget(handle);
+        mh_events_forget(handle);
         v1->destroy(handle, false);
         dlclose(dl);
         return NULL;
@@ -870,7 +868,7 @@ mh_engine *mh_engine_load(const char *path, const char *config, char *err, size_
 /* memcached never unloads an engine, so its handlers live forever; this host does unload,
  * so it stops calling the handlers of an engine before its code goes away. Callers make sure
  * no dispatch runs concurrently with an unload. */
-static void events_forget(ENGINE_HANDLE *engine) {
+void mh_events_forget(ENGINE_HANDLE *engine) {
     pthread_mutex_lock(&events_lock);
     for (int i = 0; i < MAX_ENGINE_EVENT_TYPE; i++) {
         for (event_handler *h = atomic_load(&event_handlers[i]); h != NULL;
@@ -887,7 +885,7 @@ void mh_engine_unload(mh_engine *engine, bool force) {
     if (engine == NULL) {
         return;
     }
-    events_forget(engine->handle);
+    mh_events_forget(engine->handle);
     engine->v1->destroy(engine->handle, force);
     dlclose(engine->dl);
     free(engine);

@@ -51,8 +51,14 @@ typedef struct mh_engine {
  * errlen > 0); the library is closed on every error path.
  */
 mh_engine *mh_engine_load(const char *path, const char *config, char *err, size_t errlen);
-/* destroy(force), then dlclose and free. */
+/* mh_events_forget(engine), destroy(force), then dlclose and free. */
 void mh_engine_unload(mh_engine *engine, bool force);
+/*
+ * Stops dispatching events to the handlers `engine` registered. memcached never unloads an
+ * engine, so it never needs this; a host that destroys an engine and closes its library must
+ * do it first. Not concurrent with dispatch.
+ */
+void mh_events_forget(ENGINE_HANDLE *engine);
 
 /* ------------------------------------------------------------------------------------------
  * Connections (cookies)

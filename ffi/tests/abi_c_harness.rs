@@ -12,53 +12,15 @@
 //! missing C compiler or make is a failure, not a skip.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
+mod abi_common;
+
 use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
+use abi_common::build;
 use bucket_engine::abi::*;
-
-fn harness_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples-c/engine")
-}
-
-fn variant() -> (&'static str, &'static [&'static str]) {
-    if cfg!(feature = "engine-pu") {
-        ("engine-pu", &["ENGINE_PU=1"])
-    } else {
-        ("v2.5.1", &[])
-    }
-}
-
-/// Builds once per test binary (tests run in parallel) and returns the build directory.
-fn build() -> &'static Path {
-    static BUILD: OnceLock<PathBuf> = OnceLock::new();
-    BUILD.get_or_init(|| {
-        let (name, args) = variant();
-        let dir = harness_dir();
-        let out = Command::new("make")
-            .arg("-s")
-            .arg("-C")
-            .arg(&dir)
-            .args(args)
-            .arg("all")
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run make ({e}): the C harness needs make and a C compiler (cc)")
-            });
-        assert!(
-            out.status.success(),
-            "building the C harness failed (make -C {} {}):\n{}{}",
-            dir.display(),
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        dir.join("../build").join(format!("engine-{name}"))
-    })
-}
 
 fn run(program: &str, args: &[&Path]) -> Output {
     let path = build().join(program);
