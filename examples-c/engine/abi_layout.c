@@ -3,6 +3,7 @@
  *
  *     S <type> <sizeof> <alignof>
  *     F <type> <field> <offsetof>
+ *     C <constant> <value>
  *
  * ffi/tests/abi_c_harness.rs compares each line with the Rust mirror (bucket_engine::abi),
  * whose numbers ffi/tests/abi_layout.rs pins to the real headers; so our C header, the Rust
@@ -28,6 +29,7 @@ _Static_assert(sizeof(protocol_binary_request_header) == 24, "request header");
 _Static_assert(sizeof(struct config_item) == 32, "config_item");
 
 #define S(name, T) printf("S %s %zu %zu\n", name, sizeof(T), alignof(T))
+#define C(x) printf("C %s %lld\n", #x, (long long)(x))
 #define F(name, T, field) printf("F %s %s %zu\n", name, #field, offsetof(T, field))
 /* A field of the anonymous struct `sub` inside union T (which sits at offset 0). */
 #define FS(name, T, sub, field) printf("F %s %s %zu\n", name, #field, offsetof(T, sub.field))
@@ -217,5 +219,101 @@ int main(void) {
     S("extension_type_t", extension_type_t);
     S("EXTENSION_ERROR_CODE", EXTENSION_ERROR_CODE);
     S("rel_time_t", rel_time_t);
+
+    /* Every enumerator and value #define of engine_abi.h. */
+    C(ENGINE_SUCCESS);
+    C(ENGINE_KEY_ENOENT);
+    C(ENGINE_KEY_EEXISTS);
+    C(ENGINE_ENOMEM);
+    C(ENGINE_NOT_STORED);
+    C(ENGINE_EINVAL);
+    C(ENGINE_ENOTSUP);
+    C(ENGINE_EWOULDBLOCK);
+    C(ENGINE_E2BIG);
+    C(ENGINE_WANT_MORE);
+    C(ENGINE_DISCONNECT);
+    C(ENGINE_EACCESS);
+    C(ENGINE_NOT_MY_VBUCKET);
+    C(ENGINE_TMPFAIL);
+    C(ENGINE_ERANGE);
+    C(ENGINE_FAILED);
+    C(OPERATION_ADD);
+    C(OPERATION_SET);
+    C(OPERATION_REPLACE);
+    C(OPERATION_APPEND);
+    C(OPERATION_PREPEND);
+    C(OPERATION_CAS);
+    C(PROTOCOL_BINARY_REQ);
+    C(PROTOCOL_BINARY_RES);
+    C(PROTOCOL_BINARY_RAW_BYTES);
+    C(PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    C(PROTOCOL_BINARY_RESPONSE_KEY_ENOENT);
+    C(PROTOCOL_BINARY_RESPONSE_KEY_EEXISTS);
+    C(PROTOCOL_BINARY_RESPONSE_E2BIG);
+    C(PROTOCOL_BINARY_RESPONSE_EINVAL);
+    C(PROTOCOL_BINARY_RESPONSE_NOT_STORED);
+    C(PROTOCOL_BINARY_RESPONSE_DELTA_BADVAL);
+    C(PROTOCOL_BINARY_RESPONSE_NOT_MY_VBUCKET);
+    C(PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
+    C(PROTOCOL_BINARY_RESPONSE_AUTH_CONTINUE);
+    C(PROTOCOL_BINARY_RESPONSE_ERANGE);
+    C(PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND);
+    C(PROTOCOL_BINARY_RESPONSE_ENOMEM);
+    C(PROTOCOL_BINARY_RESPONSE_NOT_SUPPORTED);
+    C(PROTOCOL_BINARY_RESPONSE_EINTERNAL);
+    C(PROTOCOL_BINARY_RESPONSE_EBUSY);
+    C(PROTOCOL_BINARY_RESPONSE_ETMPFAIL);
+    C(CREATE_BUCKET);
+    C(DELETE_BUCKET);
+    C(LIST_BUCKETS);
+    C(SELECT_BUCKET);
+    C(CREATE_BUCKET_DEPRECATED);
+    C(DELETE_BUCKET_DEPRECATED);
+    C(LIST_BUCKETS_DEPRECATED);
+    C(SELECT_BUCKET_DEPRECATED);
+    C(DT_SIZE);
+#ifndef MCB_ENGINE_PU
+    C(DT_SSIZE);
+#endif
+    C(DT_FLOAT);
+    C(DT_BOOL);
+    C(DT_STRING);
+    C(DT_CONFIGFILE);
+    C(ON_CONNECT);
+    C(ON_DISCONNECT);
+    C(ON_AUTH);
+    C(ON_SWITCH_CONN);
+    C(ON_LOG_LEVEL);
+    C(MAX_ENGINE_EVENT_TYPE);
+    C(EXTENSION_SUCCESS);
+    C(EXTENSION_FATAL);
+    C(EXTENSION_FAILED);
+    C(EXTENSION_DAEMON);
+    C(EXTENSION_LOGGER);
+    C(EXTENSION_ASCII_PROTOCOL);
+    C(EXTENSION_BINARY_PROTOCOL);
+    C(EXTENSION_LOG_DETAIL);
+    C(EXTENSION_LOG_DEBUG);
+    C(EXTENSION_LOG_INFO);
+    C(EXTENSION_LOG_WARNING);
+    C(ENGINE_INTERFACE_VERSION);
+    C(TAP_MUTATION);
+    C(TAP_DELETION);
+    C(TAP_FLUSH);
+    C(TAP_OPAQUE);
+    C(TAP_VBUCKET_SET);
+    C(TAP_ACK);
+    C(TAP_DISCONNECT);
+    C(TAP_NOOP);
+    C(TAP_PAUSE);
+    C(TAP_CHECKPOINT_START);
+    C(TAP_CHECKPOINT_END);
+    C(ENGINE_FEATURE_CAS);
+    C(ENGINE_FEATURE_PERSISTENT_STORAGE);
+    C(ENGINE_FEATURE_SECONDARY_ENGINE);
+    C(ENGINE_FEATURE_ACCESS_CONTROL);
+    C(ENGINE_FEATURE_MULTI_TENANCY);
+    C(ENGINE_FEATURE_LRU);
+    C(ENGINE_FEATURE_VBUCKET);
     return 0;
 }

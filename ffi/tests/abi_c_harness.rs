@@ -1,8 +1,9 @@
 //! Builds the C engine harness in `examples-c/engine` with make and runs it:
 //!
-//! - `abi_layout` prints the layout of every struct in our C header `engine_abi.h`; each line
-//!   must equal the Rust mirror's (whose numbers `abi_layout.rs` pins to memcached's headers),
-//!   and the two must describe the same set of types and fields;
+//! - `abi_layout` prints the layout of every struct and the value of every constant in our C
+//!   header `engine_abi.h`; each must equal the Rust mirror's (whose numbers `abi_layout.rs`
+//!   and `abi_constants.rs` pin to memcached's headers), and the two must describe the same set
+//!   of types, fields and constants;
 //! - `host_selftest` checks the mock memcached host on its own;
 //! - `conformance` drives the C test engine through the mock host;
 //! - both programs again under valgrind memcheck when valgrind is on PATH (CI installs it; a
@@ -19,7 +20,7 @@ use std::mem::{align_of, offset_of, size_of};
 use std::path::Path;
 use std::process::{Command, Output};
 
-use abi_common::build;
+use abi_common::{build, Raw};
 use bucket_engine::abi::*;
 
 fn run(program: &str, args: &[&Path]) -> Output {
@@ -249,9 +250,10 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
     m
 }
 
-/// Parses `abi_layout`'s `S name size align` / `F name field offset` lines.
-fn parse_c_layouts(text: &str) -> BTreeMap<String, Layout> {
+/// Parses `abi_layout`'s `S name size align`, `F name field offset` and `C name value` lines.
+fn parse_c_output(text: &str) -> (BTreeMap<String, Layout>, BTreeMap<String, i64>) {
     let mut m: BTreeMap<String, Layout> = BTreeMap::new();
+    let mut constants = BTreeMap::new();
     for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         let num = |s: &str| {
@@ -268,9 +270,123 @@ fn parse_c_layouts(text: &str) -> BTreeMap<String, Layout> {
                 let l = m.entry(name.to_string()).or_default();
                 l.fields.insert(field.to_string(), num(offset));
             }
+            ["C", name, value] => {
+                let v = value
+                    .parse::<i64>()
+                    .unwrap_or_else(|_| panic!("bad line: {line}"));
+                constants.insert(name.to_string(), v);
+            }
             _ => panic!("unexpected line from abi_layout: {line:?}"),
         }
     }
+    (m, constants)
+}
+
+macro_rules! constants {
+    ($($name:ident),* $(,)?) => {{
+        let mut m = BTreeMap::new();
+        $(m.insert(stringify!($name).to_string(), $name.raw());)*
+        m
+    }};
+}
+
+/// Every constant engine_abi.h declares, as the Rust mirror defines it.
+fn rust_constants() -> BTreeMap<String, i64> {
+    let mut m = constants!(
+        ENGINE_SUCCESS,
+        ENGINE_KEY_ENOENT,
+        ENGINE_KEY_EEXISTS,
+        ENGINE_ENOMEM,
+        ENGINE_NOT_STORED,
+        ENGINE_EINVAL,
+        ENGINE_ENOTSUP,
+        ENGINE_EWOULDBLOCK,
+        ENGINE_E2BIG,
+        ENGINE_WANT_MORE,
+        ENGINE_DISCONNECT,
+        ENGINE_EACCESS,
+        ENGINE_NOT_MY_VBUCKET,
+        ENGINE_TMPFAIL,
+        ENGINE_ERANGE,
+        ENGINE_FAILED,
+        OPERATION_ADD,
+        OPERATION_SET,
+        OPERATION_REPLACE,
+        OPERATION_APPEND,
+        OPERATION_PREPEND,
+        OPERATION_CAS,
+        PROTOCOL_BINARY_REQ,
+        PROTOCOL_BINARY_RES,
+        PROTOCOL_BINARY_RAW_BYTES,
+        PROTOCOL_BINARY_RESPONSE_SUCCESS,
+        PROTOCOL_BINARY_RESPONSE_KEY_ENOENT,
+        PROTOCOL_BINARY_RESPONSE_KEY_EEXISTS,
+        PROTOCOL_BINARY_RESPONSE_E2BIG,
+        PROTOCOL_BINARY_RESPONSE_EINVAL,
+        PROTOCOL_BINARY_RESPONSE_NOT_STORED,
+        PROTOCOL_BINARY_RESPONSE_DELTA_BADVAL,
+        PROTOCOL_BINARY_RESPONSE_NOT_MY_VBUCKET,
+        PROTOCOL_BINARY_RESPONSE_AUTH_ERROR,
+        PROTOCOL_BINARY_RESPONSE_AUTH_CONTINUE,
+        PROTOCOL_BINARY_RESPONSE_ERANGE,
+        PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND,
+        PROTOCOL_BINARY_RESPONSE_ENOMEM,
+        PROTOCOL_BINARY_RESPONSE_NOT_SUPPORTED,
+        PROTOCOL_BINARY_RESPONSE_EINTERNAL,
+        PROTOCOL_BINARY_RESPONSE_EBUSY,
+        PROTOCOL_BINARY_RESPONSE_ETMPFAIL,
+        CREATE_BUCKET,
+        DELETE_BUCKET,
+        LIST_BUCKETS,
+        SELECT_BUCKET,
+        CREATE_BUCKET_DEPRECATED,
+        DELETE_BUCKET_DEPRECATED,
+        LIST_BUCKETS_DEPRECATED,
+        SELECT_BUCKET_DEPRECATED,
+        DT_SIZE,
+        DT_FLOAT,
+        DT_BOOL,
+        DT_STRING,
+        DT_CONFIGFILE,
+        ON_CONNECT,
+        ON_DISCONNECT,
+        ON_AUTH,
+        ON_SWITCH_CONN,
+        ON_LOG_LEVEL,
+        MAX_ENGINE_EVENT_TYPE,
+        EXTENSION_SUCCESS,
+        EXTENSION_FATAL,
+        EXTENSION_FAILED,
+        EXTENSION_DAEMON,
+        EXTENSION_LOGGER,
+        EXTENSION_ASCII_PROTOCOL,
+        EXTENSION_BINARY_PROTOCOL,
+        EXTENSION_LOG_DETAIL,
+        EXTENSION_LOG_DEBUG,
+        EXTENSION_LOG_INFO,
+        EXTENSION_LOG_WARNING,
+        ENGINE_INTERFACE_VERSION,
+        TAP_MUTATION,
+        TAP_DELETION,
+        TAP_FLUSH,
+        TAP_OPAQUE,
+        TAP_VBUCKET_SET,
+        TAP_ACK,
+        TAP_DISCONNECT,
+        TAP_NOOP,
+        TAP_PAUSE,
+        TAP_CHECKPOINT_START,
+        TAP_CHECKPOINT_END,
+        ENGINE_FEATURE_CAS,
+        ENGINE_FEATURE_PERSISTENT_STORAGE,
+        ENGINE_FEATURE_SECONDARY_ENGINE,
+        ENGINE_FEATURE_ACCESS_CONTROL,
+        ENGINE_FEATURE_MULTI_TENANCY,
+        ENGINE_FEATURE_LRU,
+        ENGINE_FEATURE_VBUCKET,
+    );
+    #[cfg(not(feature = "engine-pu"))]
+    m.extend(constants!(DT_SSIZE));
     m
 }
 
@@ -278,7 +394,7 @@ fn parse_c_layouts(text: &str) -> BTreeMap<String, Layout> {
 fn c_header_layout_matches_the_rust_mirror() {
     let out = run("abi_layout", &[]);
     assert_success("abi_layout", &out);
-    let c = parse_c_layouts(&String::from_utf8_lossy(&out.stdout));
+    let (c, _) = parse_c_output(&String::from_utf8_lossy(&out.stdout));
     let rust = rust_layouts();
     let c_names: Vec<&String> = c.keys().collect();
     let rust_names: Vec<&String> = rust.keys().collect();
@@ -299,6 +415,26 @@ fn c_header_layout_matches_the_rust_mirror() {
         assert_eq!((engine.size, server.size), (168, 64));
     } else {
         assert_eq!((engine.size, server.size), (176, 72));
+    }
+}
+
+#[test]
+fn c_header_constants_match_the_rust_mirror() {
+    let out = run("abi_layout", &[]);
+    assert_success("abi_layout", &out);
+    let (_, c) = parse_c_output(&String::from_utf8_lossy(&out.stdout));
+    let rust = rust_constants();
+    let c_names: Vec<&String> = c.keys().collect();
+    let rust_names: Vec<&String> = rust.keys().collect();
+    assert_eq!(
+        c_names, rust_names,
+        "engine_abi.h and the Rust mirror list different constants"
+    );
+    for (name, value) in &rust {
+        assert_eq!(
+            c[name], *value,
+            "{name}: C (left) and Rust (right) disagree"
+        );
     }
 }
 

@@ -3,45 +3,10 @@
 //! probe as `abi_layout.rs`; the bucket engine's admin opcodes and the ep-engine opcodes it
 //! counts are the values of bucket_engine.h and ep-engine's command_ids.h.
 
+mod abi_common;
+
+use abi_common::Raw;
 use bucket_engine::abi::*;
-
-/// The integer a typed constant carries.
-trait Raw {
-    fn raw(self) -> i64;
-}
-
-macro_rules! raw_newtype {
-    ($($t:ty),*) => {$(
-        impl Raw for $t {
-            fn raw(self) -> i64 {
-                i64::from(self.0)
-            }
-        }
-    )*};
-}
-raw_newtype!(
-    ENGINE_ERROR_CODE,
-    ENGINE_STORE_OPERATION,
-    ENGINE_EVENT_TYPE,
-    tap_event_t,
-    engine_feature_t,
-    EXTENSION_ERROR_CODE,
-    extension_type_t,
-    EXTENSION_LOG_LEVEL,
-    config_datatype,
-    vbucket_state_t
-);
-
-macro_rules! raw_int {
-    ($($t:ty),*) => {$(
-        impl Raw for $t {
-            fn raw(self) -> i64 {
-                i64::try_from(self).expect("fits")
-            }
-        }
-    )*};
-}
-raw_int!(u8, u16, u32, u64, usize);
 
 macro_rules! c {
     ($name:ident, $value:expr) => {

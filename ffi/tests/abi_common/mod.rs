@@ -1,5 +1,11 @@
-//! Shared by the `abi_*` tests that need the C harness: builds `examples-c/engine` with make
-//! (once per test binary) in the variant matching the crate's features.
+//! Shared by the `abi_*` tests: builds the C harness in `examples-c/engine` with make (once per
+//! test binary) in the variant matching the crate's features, and reads typed constants as
+//! plain integers.
+
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use bucket_engine::abi::*;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,3 +53,41 @@ pub fn build() -> &'static Path {
         dir.join("../build").join(format!("engine-{name}"))
     })
 }
+
+/// The integer a typed constant carries.
+pub trait Raw {
+    fn raw(self) -> i64;
+}
+
+macro_rules! raw_newtype {
+    ($($t:ty),*) => {$(
+        impl Raw for $t {
+            fn raw(self) -> i64 {
+                i64::from(self.0)
+            }
+        }
+    )*};
+}
+raw_newtype!(
+    ENGINE_ERROR_CODE,
+    ENGINE_STORE_OPERATION,
+    ENGINE_EVENT_TYPE,
+    tap_event_t,
+    engine_feature_t,
+    EXTENSION_ERROR_CODE,
+    extension_type_t,
+    EXTENSION_LOG_LEVEL,
+    config_datatype,
+    vbucket_state_t
+);
+
+macro_rules! raw_int {
+    ($($t:ty),*) => {$(
+        impl Raw for $t {
+            fn raw(self) -> i64 {
+                i64::try_from(self).expect("fits")
+            }
+        }
+    )*};
+}
+raw_int!(u8, u16, u32, u64, usize);
