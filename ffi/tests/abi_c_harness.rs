@@ -292,6 +292,8 @@ macro_rules! constants {
 
 /// Every constant engine_abi.h declares, as the Rust mirror defines it.
 fn rust_constants() -> BTreeMap<String, i64> {
+    // engine-pu adds nothing below.
+    #[cfg_attr(feature = "engine-pu", allow(unused_mut))]
     let mut m = constants!(
         ENGINE_SUCCESS,
         ENGINE_KEY_ENOENT,
