@@ -200,14 +200,22 @@ int main(void) {
     F("protocol_binary_response_header", protocol_binary_response_header, response);
     F("protocol_binary_response_header", protocol_binary_response_header, bytes);
     S("protocol_binary_response_header_response", protocol_binary_response_header);
-    FS("protocol_binary_response_header_response", protocol_binary_response_header, response, magic);
-    FS("protocol_binary_response_header_response", protocol_binary_response_header, response, opcode);
-    FS("protocol_binary_response_header_response", protocol_binary_response_header, response, keylen);
-    FS("protocol_binary_response_header_response", protocol_binary_response_header, response, extlen);
-    FS("protocol_binary_response_header_response", protocol_binary_response_header, response, datatype);
-    FS("protocol_binary_response_header_response", protocol_binary_response_header, response, status);
-    FS("protocol_binary_response_header_response", protocol_binary_response_header, response, bodylen);
-    FS("protocol_binary_response_header_response", protocol_binary_response_header, response, opaque);
+    FS("protocol_binary_response_header_response", protocol_binary_response_header,
+       response, magic);
+    FS("protocol_binary_response_header_response", protocol_binary_response_header,
+       response, opcode);
+    FS("protocol_binary_response_header_response", protocol_binary_response_header,
+       response, keylen);
+    FS("protocol_binary_response_header_response", protocol_binary_response_header,
+       response, extlen);
+    FS("protocol_binary_response_header_response", protocol_binary_response_header,
+       response, datatype);
+    FS("protocol_binary_response_header_response", protocol_binary_response_header,
+       response, status);
+    FS("protocol_binary_response_header_response", protocol_binary_response_header,
+       response, bodylen);
+    FS("protocol_binary_response_header_response", protocol_binary_response_header,
+       response, opaque);
     FS("protocol_binary_response_header_response", protocol_binary_response_header, response, cas);
 
     S("ENGINE_ERROR_CODE", ENGINE_ERROR_CODE);

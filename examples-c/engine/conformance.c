@@ -92,7 +92,8 @@ static ENGINE_ERROR_CODE arith(mh_conn *c, const char *key, bool incr, bool crea
                                uint64_t delta, uint64_t initial, uint64_t *result) {
     uint64_t cas = 0;
     ENGINE_ERROR_CODE rc =
-        V->arithmetic(H, c, key, (int)strlen(key), incr, create, delta, initial, 0, &cas, result, 0);
+        V->arithmetic(H, c, key, (int)strlen(key), incr, create, delta, initial,
+                      0, &cas, result, 0);
     if (rc == ENGINE_SUCCESS) {
         CHECK(cas != 0);
     }

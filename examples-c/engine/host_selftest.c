@@ -28,10 +28,12 @@ typedef struct {
 
 static void cfg_init(cfg *c) {
     memset(c, 0, sizeof(*c));
-    c->items[0] = (struct config_item){.key = "size", .datatype = DT_SIZE, .value.dt_size = &c->size};
+    c->items[0] =
+        (struct config_item){.key = "size", .datatype = DT_SIZE, .value.dt_size = &c->size};
     c->items[1] =
         (struct config_item){.key = "ratio", .datatype = DT_FLOAT, .value.dt_float = &c->ratio};
-    c->items[2] = (struct config_item){.key = "flag", .datatype = DT_BOOL, .value.dt_bool = &c->flag};
+    c->items[2] =
+        (struct config_item){.key = "flag", .datatype = DT_BOOL, .value.dt_bool = &c->flag};
     c->items[3] =
         (struct config_item){.key = "text", .datatype = DT_STRING, .value.dt_string = &c->text};
     c->items[4] = (struct config_item){.key = "config_file", .datatype = DT_CONFIGFILE};
