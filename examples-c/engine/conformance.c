@@ -556,6 +556,7 @@ int main(int argc, char **argv) {
     }
     H = eng->handle;
     V = eng->v1;
+    CHECK(api->engine == H); /* the server handle names the loaded engine, as memcached's */
 
     RUN(test_info);
     RUN(test_store_operations);
@@ -571,6 +572,7 @@ int main(int argc, char **argv) {
     RUN(test_concurrent_connections);
 
     mh_engine_unload(eng, false);
+    CHECK(api->engine == NULL);
     CHECK_EQ_INT(mh_live_connections(), 0);
     CHECK_EQ_INT(mh_live_stats(), 0);
     mh_shutdown();

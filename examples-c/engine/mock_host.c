@@ -858,6 +858,12 @@ mh_engine *mh_engine_load(const char *path, const char *config, char *err, size_
         dlclose(dl);
         return NULL;
     }
+    /* Like memcached, the handle's `engine` names the first engine loaded (once it exists). */
+    pthread_mutex_lock(&ext_lock);
+    if (server_handle.engine == NULL) {
+        server_handle.engine = handle;
+    }
+    pthread_mutex_unlock(&ext_lock);
     e->dl = dl;
     e->handle = handle;
     e->v1 = v1;
@@ -886,6 +892,11 @@ void mh_engine_unload(mh_engine *engine, bool force) {
         return;
     }
     mh_events_forget(engine->handle);
+    pthread_mutex_lock(&ext_lock);
+    if (server_handle.engine == engine->handle) {
+        server_handle.engine = NULL;
+    }
+    pthread_mutex_unlock(&ext_lock);
     engine->v1->destroy(engine->handle, force);
     dlclose(engine->dl);
     free(engine);
