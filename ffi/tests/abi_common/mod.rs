@@ -7,6 +7,8 @@
 
 use bucket_engine::abi::*;
 
+use std::fs::{self, File};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -32,6 +34,13 @@ pub fn build() -> &'static Path {
     BUILD.get_or_init(|| {
         let (name, args) = variant();
         let dir = harness_dir();
+        // Test binaries may run at once (e.g. under nextest): one make at a time per tree.
+        let build_root = dir.join("../build");
+        fs::create_dir_all(&build_root).expect("create examples-c/build");
+        let lock = File::create(build_root.join(".make.lock")).expect("create the make lock");
+        // SAFETY: flock on a file descriptor we own; it is released when `lock` is closed.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "flock examples-c/build/.make.lock");
         let out = Command::new("make")
             .arg("-s")
             .arg("-C")
@@ -50,7 +59,8 @@ pub fn build() -> &'static Path {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
         );
-        dir.join("../build").join(format!("engine-{name}"))
+        drop(lock);
+        build_root.join(format!("engine-{name}"))
     })
 }
 
