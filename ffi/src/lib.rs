@@ -7,3 +7,5 @@
 pub mod abi;
 mod boundary;
 mod bucket_engine;
+
+pub use bucket_engine::create_instance;
