@@ -83,17 +83,14 @@ fn proxied_calls_do_not_allocate() {
     let engine = dir.join("libtest_engine.so");
     let config = CString::new(format!("engine={};default=true", engine.display())).unwrap();
     // SAFETY: our own slot with a NUL-terminated config.
-    assert_eq!(
-        unsafe { v1.initialize.unwrap()(handle, config.as_ptr()) },
-        ENGINE_SUCCESS
-    );
+    let rc = unsafe { v1.initialize.unwrap()(handle, config.as_ptr()) };
+    assert_eq!(rc, ENGINE_SUCCESS);
     // SAFETY: fires ON_CONNECT; the connection lives until conn_close.
     let cookie = unsafe { conn_open() }.cast_const();
 
     // One stored key to read back.
     let mut item: *mut item = ptr::null_mut();
-    // SAFETY (this block): our own slots, the host's cookie, live out-parameters; the key is 3
-    // bytes.
+    // SAFETY: our own slots, the host's cookie, live out-parameters; the key is 3 bytes.
     unsafe {
         assert_eq!(
             v1.allocate.unwrap()(
