@@ -2,10 +2,9 @@
 //! results to codes.
 //!
 //! - [`abi`]: `#[repr(C)]` mirrors of memcached's engine interface v1.
-//! - `bucket_engine`: `libbucket_engine.so`'s `create_instance`, a drop-in bucket engine.
+//! - [`bucket_engine`]: the drop-in bucket engine; `ffi/bucket-engine` exports it as
+//!   `libbucket_engine.so`.
 
 pub mod abi;
 mod boundary;
-mod bucket_engine;
-
-pub use bucket_engine::create_instance;
+pub mod bucket_engine;

@@ -7,7 +7,7 @@
 mod abi_common;
 
 use abi_common::build;
-use bucket_engine::abi::*;
+use mcb_ffi::abi::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void, CString};
@@ -76,7 +76,8 @@ fn proxied_calls_do_not_allocate() {
 
     let mut handle: *mut ENGINE_HANDLE = ptr::null_mut();
     // SAFETY: interface 1, the host's get_server_api, a live out-parameter.
-    let rc = unsafe { bucket_engine::create_instance(1, Some(get_server_api), &mut handle) };
+    let rc =
+        unsafe { mcb_ffi::bucket_engine::create_instance(1, Some(get_server_api), &mut handle) };
     assert_eq!(rc, ENGINE_SUCCESS);
     // SAFETY: create_instance returned our ENGINE_HANDLE_V1.
     let v1 = unsafe { *handle.cast::<ENGINE_HANDLE_V1>() };

@@ -72,11 +72,11 @@ unsafe extern "C" fn engine_get_server_api() -> *mut SERVER_HANDLE_V1 {
     })
 }
 
-/// memcached's entry point: hands out the one bucket engine instance.
+/// memcached's entry point: hands out the one bucket engine instance (exported as
+/// `create_instance` by `libbucket_engine.so`).
 ///
 /// # Safety
 /// `get_server_api` is NULL or the host's function; `handle` is NULL or writable.
-#[no_mangle]
 pub unsafe extern "C" fn create_instance(
     interface: u64,
     get_server_api: GET_SERVER_API,
