@@ -18,6 +18,11 @@ use loom::sync as imp;
 
 pub use imp::Arc;
 
+/// std's `Arc` in every build, for immutable payloads (cached values and keys) whose reference
+/// count is part of no protocol a model checks: loom's `Arc` would make every value clone a
+/// modelled atomic and report values still parked in the epoch collector's garbage as leaks.
+pub use std::sync::Arc as PayloadArc;
+
 /// Atomics and fences.
 pub mod atomic {
     #[cfg(mcb_loom)]
