@@ -41,7 +41,9 @@ where
     let result = panic::catch_unwind(AssertUnwindSafe(|| builder().check(model)));
     panic::set_hook(quiet);
     let payload = match result {
-        Ok(()) => panic!("loom found no failing interleaving with {bug:?}: the model proves nothing"),
+        Ok(()) => {
+            panic!("loom found no failing interleaving with {bug:?}: the model proves nothing")
+        }
         Err(payload) => payload,
     };
     let message = payload

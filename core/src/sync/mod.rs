@@ -29,11 +29,11 @@ pub mod atomic {
     pub use loom::sync::atomic::{
         fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
+    pub use std::sync::atomic::Ordering;
     #[cfg(not(mcb_loom))]
     pub use std::sync::atomic::{
         fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
-    pub use std::sync::atomic::Ordering;
 
     /// Orders a preceding SeqCst read-modify-write before a following SeqCst load of another
     /// location (the store-load half of a Dekker handshake).
@@ -87,7 +87,9 @@ impl Condvar {
     }
 
     pub fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        self.0.wait(guard).unwrap_or_else(imp::PoisonError::into_inner)
+        self.0
+            .wait(guard)
+            .unwrap_or_else(imp::PoisonError::into_inner)
     }
 
     /// Waits at most `dur`; returns the guard and whether the wait timed out.

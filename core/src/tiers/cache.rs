@@ -90,6 +90,9 @@ pub struct Peek<T> {
     pub stale: bool,
 }
 
+/// A loader for [`Cache::get_bulk`], which may run on another thread.
+pub type BulkLoader<'a, T> = Box<dyn FnOnce() -> Result<Loaded<T>, String> + Send + 'a>;
+
 /// One operation of [`Cache::get_bulk`].
 pub struct BulkOp<'a, T> {
     /// The key.
@@ -97,7 +100,7 @@ pub struct BulkOp<'a, T> {
     /// Per-call options.
     pub opts: CallOptions,
     /// The loader for a miss, if any.
-    pub loader: Option<Box<dyn FnOnce() -> Result<Loaded<T>, String> + Send + 'a>>,
+    pub loader: Option<BulkLoader<'a, T>>,
 }
 
 impl<T> fmt::Debug for BulkOp<'_, T> {
@@ -444,16 +447,15 @@ impl<T: Send + Sync + 'static> Cache<T> {
             _ => (&self.l2, self.ns.id),
         };
         let stripe = pending.stripe;
-        let generation = match l2.insert(ns, key, entry, pending.opts.tries, || {
-            self.ns.bump(stripe)
-        }) {
-            Ok(generation) => generation,
-            Err(err) if strict => return Err(err),
-            Err(_) => {
-                self.warn();
-                self.ns.bump(stripe)
-            }
-        };
+        let generation =
+            match l2.insert(ns, key, entry, pending.opts.tries, || self.ns.bump(stripe)) {
+                Ok(generation) => generation,
+                Err(err) if strict => return Err(err),
+                Err(_) => {
+                    self.warn();
+                    self.ns.bump(stripe)
+                }
+            };
         let expires_at = (ttl > 0).then(|| now.saturating_add(ttl));
         self.keep(key.into(), value, expires_at, stripe, generation)
     }
@@ -463,10 +465,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     where
         F: FnOnce() -> Result<Loaded<T>, String>,
     {
-        let held = self
-            .ns
-            .flights
-            .acquire(key, self.now(), pending.opts.lock);
+        let held = self.ns.flights.acquire(key, self.now(), pending.opts.lock);
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
             if let Read::Fresh(hit) = self.read_and_promote(key, pending.stripe)? {

@@ -17,10 +17,13 @@ const SHARDS: usize = 16;
 #[cfg(mcb_loom)]
 const SHARDS: usize = 1;
 
+/// One shard of lock holders, by key.
+type Holders = Mutex<HashMap<Box<[u8]>, Arc<Flight>>>;
+
 /// The loader locks of one namespace.
 #[derive(Debug)]
 pub(crate) struct Flights {
-    shards: Box<[Mutex<HashMap<Box<[u8]>, Arc<Flight>>>]>,
+    shards: Box<[Holders]>,
 }
 
 #[derive(Debug)]
@@ -46,7 +49,7 @@ impl Flights {
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Box<[u8]>, Arc<Flight>>> {
+    fn shard(&self, key: &[u8]) -> &Holders {
         let mix = key
             .iter()
             .fold(key.len(), |h, &b| h.rotate_left(5) ^ usize::from(b));

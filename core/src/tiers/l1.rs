@@ -202,7 +202,10 @@ mod tests {
         l1.insert(key("b"), Some(PayloadArc::new(2)), None, 0, 0);
         assert!(l1.get(b"a", 0, |_| 0).is_some()); // a is now the most recent
         l1.insert(key("c"), Some(PayloadArc::new(3)), None, 0, 0);
-        assert!(l1.get(b"b", 0, |_| 0).is_none(), "b was least recently used");
+        assert!(
+            l1.get(b"b", 0, |_| 0).is_none(),
+            "b was least recently used"
+        );
         assert_eq!(l1.get(b"a", 0, |_| 0).flatten().as_deref(), Some(&1));
         assert_eq!(l1.get(b"c", 0, |_| 0).flatten().as_deref(), Some(&3));
         assert_eq!(l1.len(), 2);

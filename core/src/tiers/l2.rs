@@ -382,7 +382,10 @@ fn link_to<'g, T>(
     guard: &'g Guard,
 ) -> &'g Atomic<Node<T>> {
     let (link, found) = find(bucket, guard, |n| std::ptr::eq(n, target.as_raw()));
-    assert!(found == target, "a node in the policy is linked in its bucket");
+    assert!(
+        found == target,
+        "a node in the policy is linked in its bucket"
+    );
     link
 }
 

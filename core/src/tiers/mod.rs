@@ -21,8 +21,11 @@ mod namespace;
 mod options;
 mod s3fifo;
 
-pub use cache::{BulkOp, Cache, Hit, Level, Loaded, Peek};
+pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek};
 pub use clock::Clock;
 pub use error::Error;
 pub use l2::L2;
 pub use options::{CallOptions, LockOptions, Options, Transform};
+
+#[cfg(all(test, not(mcb_loom)))]
+mod tests;

@@ -285,7 +285,10 @@ mod tests {
         for h in 100..120 {
             while !policy.fits(10) {
                 let gone = policy.evict().expect("full shard evicts");
-                assert!(hot.iter().all(|it| !std::ptr::eq(it.0, gone.0)), "hot entry evicted");
+                assert!(
+                    hot.iter().all(|it| !std::ptr::eq(it.0, gone.0)),
+                    "hot entry evicted"
+                );
             }
             policy.insert(item(), h, 10);
         }
@@ -297,7 +300,9 @@ mod tests {
         let mut policy = Policy::new(20);
         policy.insert(item(), 1, 10);
         policy.insert(item(), 2, 10);
-        policy.evict().expect("evicts hash 1 from small into the ghost");
+        policy
+            .evict()
+            .expect("evicts hash 1 from small into the ghost");
         let index = policy.insert(item(), 1, 10);
         assert_eq!(policy.slots[index as usize].queue, Queue::Main);
         policy.remove(index);
