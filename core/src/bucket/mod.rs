@@ -1,1 +1,58 @@
-//! Buckets.
+//! Buckets: the handle state machine, the registry, connection state and shutdown.
+//!
+//! The design is Couchbase's `bucket_engine.c` (the seed): every engine call counts itself into
+//! the caller's bucket and out again; deleting a bucket moves it RUNNING to STOPPING; the last
+//! call out moves it to STOPPED and starts a worker that destroys the engine, unlinks the name,
+//! tells the deleting connection, waits for the last reference and frees the bucket. The proofs
+//! the seed wrote as comments are in `handle.rs` and `shutdown.rs`, and are checked by the loom
+//! models in `model-tests`.
+
+mod clients;
+mod config;
+mod connection;
+mod guards;
+mod handle;
+pub mod name;
+mod registry;
+mod shutdown;
+mod state;
+
+pub use config::Config;
+pub use connection::{Connection, Fate, ReserveError};
+pub use guards::{Lease, Ref};
+pub use handle::Handle;
+pub use registry::{CreateError, DeleteError, Registry};
+pub use state::State;
+
+/// The storage engine behind one bucket. The proxied calls (get, store, ...) are the
+/// implementor's own methods, reached through a [`Lease`]; this trait holds what the bucket's
+/// life needs.
+pub trait Engine: Send + Sync + 'static {
+    /// How the host names a connection (memcached's cookie).
+    type Cookie: Copy + Send + Sync + fmt::Debug + 'static;
+
+    /// Prepares the engine with its configuration string. Runs once, with no lock held.
+    fn initialize(&self, config: &str) -> Result<(), String>;
+
+    /// Shuts the engine down. Runs once, when no call is inside and none can enter.
+    fn destroy(&self, force: bool);
+
+    /// A connection attached to this bucket closed (the engine's ON_DISCONNECT callback, for
+    /// engines that registered one). Runs inside a lease.
+    fn disconnect(&self, _cookie: Self::Cookie) {}
+}
+
+/// What the registry needs from its surroundings: how to load engines, how to tell a host
+/// connection that its delete completed.
+pub trait Env: Send + Sync + 'static {
+    /// The engines this environment loads.
+    type Engine: Engine;
+
+    /// Loads (but does not initialise) the engine named by `spec`.
+    fn load(&self, spec: &str) -> Result<Self::Engine, String>;
+
+    /// The delete requested by `cookie` completed (memcached's `notify_io_complete`).
+    fn notify_deleted(&self, cookie: <Self::Engine as Engine>::Cookie);
+}
+
+use std::fmt;

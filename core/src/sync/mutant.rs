@@ -37,7 +37,6 @@ pub enum Mutant {
 
 #[cfg(mcb_loom)]
 mod switch {
-    #![allow(clippy::disallowed_types)]
     use super::Mutant;
     use std::sync::atomic::{AtomicU8, Ordering};
     use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -1,0 +1,257 @@
+//! One bucket: its engine, its state, the calls in flight and the references to it.
+//!
+//! # The handshake (the seed's `get_engine_handle` proof, with striped clients)
+//!
+//! A client *enters* by incrementing its stripe of `clients` (SeqCst) and then loading `state`
+//! (SeqCst); if the state is not RUNNING it backs out. The stopper moves RUNNING to STOPPING by
+//! a SeqCst CAS. A leaver decrements its stripe (SeqCst), loads `state` (SeqCst) and, if it is
+//! STOPPING, loads every stripe (SeqCst); only if all are zero does it CAS STOPPING to STOPPED.
+//! All these operations sit in the single SeqCst total order S (a Dekker pattern: each side
+//! writes one location and then reads the other's).
+//!
+//! *A client that entered never sees STOPPED, and STOPPED is never reached while it is inside.*
+//! Say client C incremented stripe i (write W) and then read RUNNING (read R). The CAS to
+//! STOPPING (X) did not precede R in S, else R would have read STOPPING or later; so
+//! W < R < X in S. A STOPPED CAS happens only after some leaver read STOPPING (after X in S)
+//! and then read stripe i (read Ri, after X). Ri comes after W in S, so it reads W or a later
+//! write to stripe i. Every write to stripe i is a +1 by some client followed later by that
+//! client's own -1, so until C's -1 the stripe holds at least C's 1: Ri reads a non-zero value
+//! and that leaver does not stop the bucket. The state only moves forward, so C never observes
+//! STOPPED while inside.
+//!
+//! *Exactly one shutdown, and never a missed one.* Only the winner of the STOPPING to STOPPED
+//! CAS starts the shutdown, so at most one does. The stopper counts itself in around its CAS
+//! (as the seed does), so X precedes at least one decrement. Take the last decrement D in S:
+//! every increment precedes its own decrement, so when D's thread then reads the state (after
+//! X: STOPPING or STOPPED) and the stripes (all after D), it reads all zeros and attempts the
+//! CAS; if it fails, someone else already won it.
+//!
+//! `retain` uses the same handshake with `refcount` in place of the stripes, so a lookup that
+//! races the shutdown worker either sees the bucket stopping and backs out, or is seen by the
+//! worker's wait for the last reference.
+//!
+//! The std build relies on the C++20 SeqCst total order for "RMW then load of another location";
+//! loom does not model that, so [`store_load_fence`] is a SeqCst fence under loom (see the shim).
+
+use super::state::State;
+use super::Engine;
+use crate::bucket::clients::Clients;
+use crate::bucket::shutdown::Shutdown;
+use crate::sync::atomic::{store_load_fence, AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::mutant::{self, Mutant};
+use crate::sync::{Arc, Mutex};
+
+/// A bucket: the engine that serves it and the bookkeeping that keeps calls, references and
+/// shutdown apart.
+#[derive(Debug)]
+pub struct Handle<E: Engine> {
+    name: Box<str>,
+    state: AtomicU8,
+    clients: Clients,
+    /// References: the registry's, each connection's, each reservation's, each temporary lookup.
+    refcount: AtomicUsize,
+    force: AtomicBool,
+    /// The connection that asked for the delete, told when the engine is gone.
+    pending_delete: Mutex<Option<E::Cookie>>,
+    shutdown: Arc<Shutdown>,
+    engine: E,
+}
+
+/// What happened to a request to stop a bucket.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct StopOutcome {
+    /// This caller moved the bucket from RUNNING to STOPPING.
+    pub(crate) stopped: bool,
+    /// This caller must start the shutdown worker (it also won STOPPING to STOPPED).
+    pub(crate) start_shutdown: bool,
+}
+
+impl<E: Engine> Handle<E> {
+    /// A new bucket in state NULL with one reference (its creator's).
+    pub(crate) fn new(name: &str, engine: E, shutdown: Arc<Shutdown>) -> Self {
+        Self {
+            name: name.into(),
+            state: AtomicU8::new(State::Null as u8),
+            clients: Clients::new(),
+            refcount: AtomicUsize::new(1),
+            force: AtomicBool::new(false),
+            pending_delete: Mutex::new(None),
+            shutdown,
+            engine,
+        }
+    }
+
+    /// The bucket's name ("" for the unnamed default bucket).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The current state (a snapshot).
+    pub fn state(&self) -> State {
+        // SeqCst: callers such as `Registry::create` report it next to their own decisions.
+        State::from_u8(self.state.load(Ordering::SeqCst))
+    }
+
+    /// Calls inside the engine right now (a snapshot, for stats).
+    pub fn clients(&self) -> usize {
+        self.clients.count()
+    }
+
+    /// References held right now (a snapshot, for stats and tests).
+    pub fn refcount(&self) -> usize {
+        // Relaxed: informational.
+        self.refcount.load(Ordering::Relaxed)
+    }
+
+    /// Whether the pending delete asked for a forced shutdown.
+    pub fn force_shutdown(&self) -> bool {
+        // Relaxed: written before the stopper leaves; the STOPPED CAS chain orders it before
+        // the shutdown worker that reads it.
+        self.force.load(Ordering::Relaxed)
+    }
+
+    /// NULL to RUNNING once the engine is initialised. SeqCst: publishes the initialised engine
+    /// to every client whose SeqCst state load sees RUNNING.
+    pub(crate) fn start(&self) {
+        self.state.store(State::Running as u8, Ordering::SeqCst);
+    }
+
+    /// The engine, for the registry's lifecycle steps (initialise and destroy), which run when
+    /// no client can be inside.
+    pub(crate) fn engine_unguarded(&self) -> &E {
+        &self.engine
+    }
+
+    /// Takes a reference if the bucket is RUNNING (the seed's `retain_handle`). The caller must
+    /// already be able to reach the handle (it holds a reference, or reads a registry snapshot).
+    /// Explicit form for the FFI layer; Rust callers use [`Ref`](super::Ref).
+    pub fn retain(&self) -> bool {
+        // SeqCst: the handshake with the shutdown worker, which stops the bucket first and then
+        // waits for references: count first, then check the state.
+        self.refcount.fetch_add(1, Ordering::SeqCst);
+        store_load_fence();
+        if self.state() == State::Running {
+            return true;
+        }
+        self.release();
+        false
+    }
+
+    /// Takes a reference regardless of state (for a holder that already has one and hands a
+    /// second one out, such as a reservation).
+    pub(crate) fn retain_again(&self) {
+        // Relaxed: the caller already holds a reference, so the count cannot be at zero and
+        // nobody is deciding anything on this increment.
+        let before = self.refcount.fetch_add(1, Ordering::Relaxed);
+        debug_assert!(before > 0, "retain_again without a reference");
+    }
+
+    /// Drops a reference (the seed's `release_handle`); the last one wakes the shutdown worker.
+    /// Explicit form for the FFI layer; Rust callers drop a [`Ref`](super::Ref).
+    pub fn release(&self) {
+        // SeqCst: pairs with `retain`'s handshake; the worker's check of the count is under
+        // the shutdown mutex, which orders it with the wake-up below.
+        let before = self.refcount.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(before > 0, "release without a reference");
+        if before == 1 {
+            self.shutdown.references_gone();
+        }
+    }
+
+    /// Whether any reference is left (read by the shutdown worker under the shutdown mutex).
+    pub(crate) fn is_referenced(&self) -> bool {
+        // SeqCst: see `release`; the mutex already orders this load after any decrement whose
+        // wake-up the worker could otherwise miss.
+        self.refcount.load(Ordering::SeqCst) > 0
+    }
+
+    /// Counts a client in if the bucket is RUNNING (the seed's `get_engine_handle`). `Ok` holds
+    /// the stripe to leave from; `Err(true)` means this caller, backing out, was the last one
+    /// out of a STOPPING bucket and must start its shutdown.
+    #[inline]
+    pub(crate) fn enter(&self) -> Result<usize, bool> {
+        if mutant::active(Mutant::EnterChecksBeforeCounting) {
+            if self.state() != State::Running {
+                return Err(false);
+            }
+            return Ok(self.clients.enter());
+        }
+        let stripe = self.clients.enter();
+        store_load_fence();
+        // SeqCst: the load half of the handshake (see the module docs).
+        if self.state.load(Ordering::SeqCst) == State::Running as u8 {
+            Ok(stripe)
+        } else {
+            Err(self.leave(stripe))
+        }
+    }
+
+    /// Counts a client out (the seed's `release_engine_handle`). Returns true if this caller
+    /// moved the bucket from STOPPING to STOPPED and must start its shutdown.
+    #[inline]
+    pub(crate) fn leave(&self, stripe: usize) -> bool {
+        self.clients.leave(stripe);
+        store_load_fence();
+        // SeqCst: the state must be read before the stripes ("observing state before clients
+        // == 0 is crucial", as the seed says): see the module docs.
+        self.state.load(Ordering::SeqCst) == State::Stopping as u8
+            && self.clients.is_idle(stripe)
+            && self.try_stop()
+    }
+
+    fn try_stop(&self) -> bool {
+        if mutant::active(Mutant::StopWithoutCas) {
+            self.state.store(State::Stopped as u8, Ordering::SeqCst);
+            return true;
+        }
+        // SeqCst: one total order with the stopper's CAS and the clients' handshake; the
+        // winner alone starts the shutdown.
+        self.state
+            .compare_exchange(
+                State::Stopping as u8,
+                State::Stopped as u8,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
+            .is_ok()
+    }
+
+    /// RUNNING to STOPPING, recording who asked and whether to force (the seed's delete path).
+    /// The caller is counted in around the CAS so that STOPPED cannot be reached before the
+    /// cookie is recorded.
+    pub(crate) fn request_stop(&self, cookie: E::Cookie, force: bool) -> StopOutcome {
+        let stripe = self.clients.enter();
+        // SeqCst: the stopper's side of the handshake (see the module docs).
+        let stopped = self
+            .state
+            .compare_exchange(
+                State::Running as u8,
+                State::Stopping as u8,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
+            .is_ok();
+        if stopped {
+            *self.pending_delete.lock() = Some(cookie);
+            // Relaxed: published to the shutdown worker by our SeqCst decrement in `leave`
+            // and the STOPPED CAS that reads it.
+            self.force.store(force, Ordering::Relaxed);
+        }
+        let start_shutdown = self.leave(stripe);
+        StopOutcome {
+            stopped,
+            start_shutdown,
+        }
+    }
+
+    /// The cookie of the pending delete, taken once by the shutdown worker.
+    pub(crate) fn take_pending_delete(&self) -> Option<E::Cookie> {
+        self.pending_delete.lock().take()
+    }
+
+    /// STOPPED (or never started) to NULL: the bucket is freed and nothing may enter it again.
+    pub(crate) fn mark_freed(&self) {
+        // SeqCst: later lookups through stale snapshots must see that it is gone.
+        self.state.store(State::Null as u8, Ordering::SeqCst);
+    }
+}

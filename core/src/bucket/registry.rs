@@ -1,0 +1,382 @@
+//! The registry: bucket names to handles, the default bucket, and the shutdown of both.
+//!
+//! Lookups read an immutable snapshot of the name map through crossbeam-epoch: no lock, and a
+//! snapshot stays valid while the reader is pinned. Writers (create, unlink, destroy: admin
+//! operations) serialise on one mutex, copy the map, change the copy and swap it in, retiring
+//! the old one to the epoch collector. The collector belongs to the registry, so dropping the
+//! registry frees every retired snapshot (and loom sees no leak at the end of a model).
+//!
+//! Creating a bucket reserves its name in the map first (state NULL, invisible to `find`) and
+//! then loads and initialises the engine with no lock held: a slow engine warming up blocks
+//! neither lookups, nor calls, nor the creation of other buckets, and a second create of the
+//! same name answers "exists" at once.
+
+#![allow(unsafe_code)] // epoch-protected snapshot reads; each block says why it is sound.
+
+use super::handle::Handle;
+use super::name::{self, NameError};
+use super::shutdown::Shutdown;
+use super::state::State;
+use super::{Config, Engine, Env, Lease, Ref};
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::mutant::{self, Mutant};
+use crate::sync::{thread, Arc, Mutex};
+use crossbeam_epoch::{self as epoch, Atomic, Collector, Guard, Owned};
+use std::collections::HashMap;
+use std::fmt;
+
+type Map<E> = HashMap<Box<str>, Arc<Handle<E>>>;
+
+/// Why a bucket could not be created.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum CreateError {
+    /// The name is not a valid bucket name.
+    InvalidName(NameError),
+    /// A bucket of that name exists (in the given state).
+    Exists(State),
+    /// The engine could not be loaded.
+    Load(String),
+    /// The engine refused its configuration.
+    Init(String),
+    /// Global shutdown has begun.
+    ShuttingDown,
+}
+
+impl fmt::Display for CreateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CreateError::InvalidName(e) => write!(f, "Invalid bucket name: {e}"),
+            CreateError::Exists(state) => write!(f, "Bucket exists: {state}"),
+            CreateError::Load(why) => write!(f, "Failed to load engine: {why}"),
+            CreateError::Init(why) => write!(f, "Failed to initialize instance: {why}"),
+            CreateError::ShuttingDown => f.write_str("Shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for CreateError {}
+
+/// Why a bucket could not be deleted.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DeleteError {
+    /// No RUNNING bucket has that name (the seed's "Not found.").
+    NotFound,
+}
+
+impl fmt::Display for DeleteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Not found.")
+    }
+}
+
+impl std::error::Error for DeleteError {}
+
+/// The set of buckets of one bucket engine instance. Cheap to clone (a shared pointer).
+pub struct Registry<V: Env> {
+    inner: Arc<Inner<V>>,
+}
+
+struct Inner<V: Env> {
+    env: V,
+    config: Config,
+    buckets: Atomic<Map<V::Engine>>,
+    collector: Collector,
+    /// Serialises writers of `buckets`; `true` once global destroy has closed the registry.
+    writer: Mutex<bool>,
+    shutdown: Arc<Shutdown>,
+    default: Option<Arc<Handle<V::Engine>>>,
+    destroyed: AtomicBool,
+}
+
+impl<V: Env> Clone for Registry<V> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<V: Env> fmt::Debug for Registry<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<V: Env> Registry<V> {
+    /// A registry for `config`; loads and initialises the unnamed default bucket when
+    /// `config.default_bucket` is set.
+    pub fn new(env: V, config: Config) -> Result<Self, CreateError> {
+        let shutdown = Arc::new(Shutdown::default());
+        let default = if config.default_bucket {
+            let engine = env.load(&config.engine).map_err(CreateError::Load)?;
+            let handle = Handle::new("", engine, Arc::clone(&shutdown));
+            if let Err(why) = handle
+                .engine_unguarded()
+                .initialize(&config.default_bucket_config)
+            {
+                handle.engine_unguarded().destroy(false);
+                return Err(CreateError::Init(why));
+            }
+            handle.start();
+            Some(Arc::new(handle))
+        } else {
+            None
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                env,
+                config,
+                buckets: Atomic::new(Map::new()),
+                collector: Collector::new(),
+                writer: Mutex::new(false),
+                shutdown,
+                default,
+                destroyed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The configuration this registry was built with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The environment (engine loader and host notifications).
+    pub fn env(&self) -> &V {
+        &self.inner.env
+    }
+
+    /// The unnamed default bucket, if configured (used by connections attached to no bucket).
+    pub fn default_bucket(&self) -> Option<&Arc<Handle<V::Engine>>> {
+        self.inner.default.as_ref()
+    }
+
+    /// A reference to the RUNNING bucket called `name` (the seed's `find_bucket`).
+    pub fn find(&self, name: &str) -> Option<Ref<V::Engine>> {
+        self.inner.read(|map| map.get(name).and_then(Ref::retain))
+    }
+
+    /// References to every RUNNING bucket (the seed's `list_buckets`).
+    pub fn list(&self) -> Vec<Ref<V::Engine>> {
+        self.inner.read(|map| map.values().filter_map(Ref::retain).collect())
+    }
+
+    /// Every bucket in the map with its state, RUNNING or not (for the admin's `bucket` stats).
+    pub fn states(&self) -> Vec<(String, State)> {
+        self.inner.read(|map| {
+            map.values()
+                .map(|h| (h.name().to_owned(), h.state()))
+                .collect()
+        })
+    }
+
+    /// Creates bucket `name` with the engine `spec` and its `config`, and returns a reference.
+    pub fn create(&self, name: &str, spec: &str, config: &str) -> Result<Ref<V::Engine>, CreateError> {
+        let name = name::validate(name.as_bytes()).map_err(CreateError::InvalidName)?;
+        if mutant::active(Mutant::CreateChecksOutsideLock) {
+            if let Some(state) = self.inner.read(|map| map.get(name).map(|h| h.state())) {
+                return Err(CreateError::Exists(state));
+            }
+        }
+        let engine = self.inner.env.load(spec).map_err(CreateError::Load)?;
+        let handle = Arc::new(Handle::new(name, engine, Arc::clone(&self.inner.shutdown)));
+        self.inner.reserve_name(&handle)?;
+
+        if let Err(why) = handle.engine_unguarded().initialize(config) {
+            handle.engine_unguarded().destroy(false);
+            self.inner.unlink(&handle);
+            return Err(CreateError::Init(why));
+        }
+        // Start under the writer lock, so that global destroy either sees it RUNNING (and
+        // destroys it) or closed the registry first (and we destroy it here).
+        {
+            let closed = self.inner.writer.lock();
+            if !*closed {
+                handle.start();
+                handle.retain_again();
+                return Ok(Ref::adopt(Arc::clone(&handle)));
+            }
+        }
+        handle.engine_unguarded().destroy(false);
+        handle.mark_freed();
+        Err(CreateError::ShuttingDown)
+    }
+
+    /// Starts deleting bucket `name` on behalf of `cookie` (the seed's DELETE): the bucket stops
+    /// taking calls now; once the last call left, a worker destroys its engine, unlinks the
+    /// name and tells `cookie` through [`Env::notify_deleted`].
+    pub fn delete(
+        &self,
+        name: &str,
+        cookie: <V::Engine as Engine>::Cookie,
+        force: bool,
+    ) -> Result<(), DeleteError> {
+        let bucket = self.find(name).ok_or(DeleteError::NotFound)?;
+        let outcome = bucket.request_stop(cookie, force);
+        if outcome.start_shutdown {
+            self.start_shutdown(Arc::clone(bucket.arc()));
+        }
+        if outcome.stopped {
+            Ok(())
+        } else {
+            Err(DeleteError::NotFound)
+        }
+    }
+
+    /// Counts a client into `handle` if it is RUNNING (the seed's `get_engine_handle`).
+    #[inline]
+    pub fn enter<'a>(&'a self, handle: &'a Arc<Handle<V::Engine>>) -> Option<Lease<'a, V>> {
+        match handle.enter() {
+            Ok(stripe) => Some(Lease::new(self, handle, stripe)),
+            Err(start_shutdown) => {
+                if start_shutdown {
+                    self.start_shutdown(Arc::clone(handle));
+                }
+                None
+            }
+        }
+    }
+
+    /// Counts a client out of `handle` (explicit form of dropping a [`Lease`]).
+    #[inline]
+    pub(crate) fn leave(&self, handle: &Arc<Handle<V::Engine>>, stripe: usize) {
+        if handle.leave(stripe) {
+            self.start_shutdown(Arc::clone(handle));
+        }
+    }
+
+    /// Spawns the worker that shuts `handle` down (the seed's `engine_shutdown_thread`).
+    fn start_shutdown(&self, handle: Arc<Handle<V::Engine>>) {
+        let inner = Arc::clone(&self.inner);
+        // Detached: global destroy waits for it through the shutdown coordinator instead.
+        drop(thread::spawn(move || inner.shut_down(handle)));
+    }
+
+    /// Global destroy: stops waiting workers, waits for them, then destroys every engine left
+    /// (the seed's `bucket_destroy`). Idempotent. The host calls it once no connection makes
+    /// calls any more; connections that still hold references keep the memory alive, never an
+    /// engine.
+    pub fn destroy(&self) {
+        let inner = &self.inner;
+        // AcqRel: the first caller alone proceeds; a later caller sees all of its work.
+        if inner.destroyed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        inner.shutdown.begin_global();
+        let left: Vec<_> = {
+            let mut closed = inner.writer.lock();
+            *closed = true;
+            inner.write(|map| map.drain().map(|(_, h)| h).collect())
+        };
+        for handle in left.iter().chain(inner.default.iter()) {
+            if handle.state() != State::Null {
+                handle.engine_unguarded().destroy(false);
+                handle.mark_freed();
+            }
+        }
+        // The map's references (the default bucket's is the registry's own, kept with it).
+        left.iter().for_each(|h| h.release());
+    }
+}
+
+impl<V: Env> Inner<V> {
+    /// Runs `f` on the current snapshot of the name map, pinned so that it stays valid.
+    fn read<R>(&self, f: impl FnOnce(&Map<V::Engine>) -> R) -> R {
+        let local = self.collector.register();
+        let guard = local.pin();
+        // Acquire: pairs with the AcqRel swap in `write`; publishes the snapshot's contents.
+        let snapshot = self.buckets.load(Ordering::Acquire, &guard);
+        // SAFETY: `buckets` always holds a map (created non-null, swapped only for non-null
+        // maps), and a swapped-out map is retired with `defer_destroy`, so it lives at least
+        // as long as `guard`, which outlives this borrow.
+        f(unsafe { snapshot.deref() })
+    }
+
+    /// Replaces the map with a changed copy; the caller holds the writer lock.
+    fn write<R>(&self, f: impl FnOnce(&mut Map<V::Engine>) -> R) -> R {
+        let local = self.collector.register();
+        let guard = local.pin();
+        // Acquire: pairs with the previous writer's swap (the writer lock orders them too).
+        let current = self.buckets.load(Ordering::Acquire, &guard);
+        // SAFETY: as in `read`: non-null and kept alive by `guard`.
+        let mut next = unsafe { current.deref() }.clone();
+        let result = f(&mut next);
+        // AcqRel: Release publishes the new map to readers' Acquire loads.
+        let old = self.buckets.swap(Owned::new(next), Ordering::AcqRel, &guard);
+        retire(old, &guard);
+        result
+    }
+
+    /// Puts `handle` in the map under its name unless the name is taken.
+    fn reserve_name(&self, handle: &Arc<Handle<V::Engine>>) -> Result<(), CreateError> {
+        let closed = self.writer.lock();
+        if *closed {
+            return Err(CreateError::ShuttingDown);
+        }
+        let existing = if mutant::active(Mutant::CreateChecksOutsideLock) {
+            None // the broken variant checked before taking the lock
+        } else {
+            self.read(|map| map.get(handle.name()).map(|h| h.state()))
+        };
+        if let Some(state) = existing {
+            drop(closed);
+            // As the seed: the loser's engine was loaded but never initialised.
+            handle.engine_unguarded().destroy(true);
+            return Err(CreateError::Exists(state));
+        }
+        self.write(|map| map.insert(handle.name().into(), Arc::clone(handle)));
+        Ok(())
+    }
+
+    /// Removes `handle` from the map if it is still there, dropping the map's reference.
+    fn unlink(&self, handle: &Arc<Handle<V::Engine>>) {
+        let removed = {
+            let _writer = self.writer.lock();
+            let linked = self.read(|map| {
+                map.get(handle.name())
+                    .is_some_and(|h| Arc::ptr_eq(h, handle))
+            });
+            linked && self.write(|map| map.remove(handle.name()).is_some())
+        };
+        if removed {
+            handle.release();
+        }
+    }
+
+    /// The shutdown worker for one bucket.
+    fn shut_down(&self, handle: Arc<Handle<V::Engine>>) {
+        if !self.shutdown.worker_begin() {
+            return; // global destroy began first and destroys it with the rest
+        }
+        handle.engine_unguarded().destroy(handle.force_shutdown());
+        // Unlink first, so the name can be created again while references drain.
+        self.unlink(&handle);
+        if let Some(cookie) = handle.take_pending_delete() {
+            self.env.notify_deleted(cookie);
+        }
+        self.shutdown.wait_unreferenced(&handle);
+        handle.mark_freed();
+        drop(handle);
+        self.shutdown.worker_end();
+    }
+}
+
+/// Hands a swapped-out map to the collector.
+fn retire<E: Engine>(old: epoch::Shared<'_, Map<E>>, guard: &Guard) {
+    // SAFETY: `old` was just swapped out of `buckets`, so no new reader can reach it; readers
+    // that loaded it before are pinned, and the collector runs the destructor only after they
+    // unpin.
+    unsafe { guard.defer_destroy(old) };
+}
+
+impl<V: Env> Drop for Inner<V> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: nobody else can reach `buckets` any more.
+        let map = unsafe {
+            std::mem::replace(&mut self.buckets, Atomic::null()).into_owned()
+        };
+        drop(map);
+    }
+}
