@@ -5,7 +5,12 @@
 use std::fs;
 use std::path::Path;
 
-const FORBIDDEN: &[&str] = &["std::sync", "std::thread::spawn", "std::cell::UnsafeCell", "parking_lot"];
+const FORBIDDEN: &[&str] = &[
+    "std::sync",
+    "std::thread::spawn",
+    "std::cell::UnsafeCell",
+    "parking_lot",
+];
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in fs::read_dir(dir).expect("read core/src") {
@@ -24,7 +29,11 @@ fn only_the_shim_touches_std_sync() {
     let shim = src.join("sync");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    assert!(files.len() > 5, "found too few sources under {}", src.display());
+    assert!(
+        files.len() > 5,
+        "found too few sources under {}",
+        src.display()
+    );
     let offenders: Vec<String> = files
         .iter()
         .filter(|f| !f.starts_with(&shim))
@@ -38,5 +47,9 @@ fn only_the_shim_touches_std_sync() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    assert!(offenders.is_empty(), "use crate::sync instead:\n{}", offenders.join("\n"));
+    assert!(
+        offenders.is_empty(),
+        "use crate::sync instead:\n{}",
+        offenders.join("\n")
+    );
 }

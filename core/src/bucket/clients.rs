@@ -24,7 +24,9 @@ impl Clients {
     pub(crate) fn new() -> Self {
         let n = (cpu_count() * 2).next_power_of_two().min(256);
         Self {
-            stripes: (0..n).map(|_| CachePadded::new(AtomicUsize::new(0))).collect(),
+            stripes: (0..n)
+                .map(|_| CachePadded::new(AtomicUsize::new(0)))
+                .collect(),
         }
     }
 

@@ -159,7 +159,10 @@ impl<E: Engine> Connection<E> {
     /// Enters the connection's bucket for one call (the seed's `get_engine_handle`): `None`
     /// means the caller gets ENGINE_DISCONNECT.
     #[inline]
-    pub fn enter<'a, V: Env<Engine = E>>(&'a self, registry: &'a Registry<V>) -> Option<Lease<'a, V>> {
+    pub fn enter<'a, V: Env<Engine = E>>(
+        &'a self,
+        registry: &'a Registry<V>,
+    ) -> Option<Lease<'a, V>> {
         registry.enter(self.target(registry)?)
     }
 
@@ -193,7 +196,10 @@ impl<E: Engine> Connection<E> {
 
     /// Returns one reservation (the seed's `release_cookie`). After this call returns `Keep`
     /// the caller must not touch the connection again: a concurrent last user may free it.
-    pub fn release<V: Env<Engine = E>>(&self, registry: &Registry<V>) -> Result<Fate, ReserveError> {
+    pub fn release<V: Env<Engine = E>>(
+        &self,
+        registry: &Registry<V>,
+    ) -> Result<Fate, ReserveError> {
         // Everything needed after the decrement is taken before it.
         let target = self.target(registry).map(Arc::clone);
         let mut word = self.reserved.load(Ordering::Acquire);
@@ -215,13 +221,21 @@ impl<E: Engine> Connection<E> {
         if let Some(target) = target {
             target.release();
         }
-        Ok(if word - 1 == 0 { Fate::Free } else { Fate::Keep })
+        Ok(if word - 1 == 0 {
+            Fate::Free
+        } else {
+            Fate::Keep
+        })
     }
 
     /// The host connection closed (ON_DISCONNECT): forwards the event to the attached bucket's
     /// engine, drops the connection's reference, and says whether to free the state now.
     /// After `Keep`, the caller must not touch the connection again.
-    pub fn disconnect<V: Env<Engine = E>>(&self, registry: &Registry<V>, cookie: E::Cookie) -> Fate {
+    pub fn disconnect<V: Env<Engine = E>>(
+        &self,
+        registry: &Registry<V>,
+        cookie: E::Cookie,
+    ) -> Fate {
         if let Some(engine) = self.try_enter(registry) {
             engine.disconnect(cookie);
         }
@@ -252,7 +266,11 @@ impl<E: Engine> Connection<E> {
 }
 
 /// The seed's connect/auth lookup: the RUNNING bucket `name`, or a new one if allowed.
-fn find_or_create<V: Env>(registry: &Registry<V>, name: &str, config: &str) -> Option<Ref<V::Engine>> {
+fn find_or_create<V: Env>(
+    registry: &Registry<V>,
+    name: &str,
+    config: &str,
+) -> Option<Ref<V::Engine>> {
     registry.find(name).or_else(|| {
         let settings = registry.config();
         if !settings.auto_create {

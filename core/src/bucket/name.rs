@@ -56,7 +56,10 @@ mod tests {
     #[test]
     fn accepts_the_seed_alphabet() {
         assert_eq!(validate(b"Tenant-1.a%b_c"), Ok("Tenant-1.a%b_c"));
-        assert_eq!(validate(&[b'x'; MAX_NAME_LEN]).map(str::len), Ok(MAX_NAME_LEN));
+        assert_eq!(
+            validate(&[b'x'; MAX_NAME_LEN]).map(str::len),
+            Ok(MAX_NAME_LEN)
+        );
     }
 
     #[test]
@@ -65,7 +68,10 @@ mod tests {
         assert_eq!(validate(&[b'x'; MAX_NAME_LEN + 1]), Err(NameError::TooLong));
         assert_eq!(validate(b"a b"), Err(NameError::BadChar(b' ')));
         assert_eq!(validate(b"a/b"), Err(NameError::BadChar(b'/')));
-        assert_eq!(validate("caf\u{e9}".as_bytes()), Err(NameError::BadChar(0xc3)));
+        assert_eq!(
+            validate("caf\u{e9}".as_bytes()),
+            Err(NameError::BadChar(0xc3))
+        );
         assert_eq!(validate(b"a\0"), Err(NameError::BadChar(0)));
         assert!(NameError::BadChar(0xff).to_string().contains("0xff"));
     }

@@ -160,7 +160,8 @@ impl<V: Env> Registry<V> {
 
     /// References to every RUNNING bucket (the seed's `list_buckets`).
     pub fn list(&self) -> Vec<Ref<V::Engine>> {
-        self.inner.read(|map| map.values().filter_map(Ref::retain).collect())
+        self.inner
+            .read(|map| map.values().filter_map(Ref::retain).collect())
     }
 
     /// Every bucket in the map with its state, RUNNING or not (for the admin's `bucket` stats).
@@ -173,7 +174,12 @@ impl<V: Env> Registry<V> {
     }
 
     /// Creates bucket `name` with the engine `spec` and its `config`, and returns a reference.
-    pub fn create(&self, name: &str, spec: &str, config: &str) -> Result<Ref<V::Engine>, CreateError> {
+    pub fn create(
+        &self,
+        name: &str,
+        spec: &str,
+        config: &str,
+    ) -> Result<Ref<V::Engine>, CreateError> {
         let name = name::validate(name.as_bytes()).map_err(CreateError::InvalidName)?;
         if mutant::active(Mutant::CreateChecksOutsideLock) {
             if let Some(state) = self.inner.read(|map| map.get(name).map(|h| h.state())) {
@@ -304,7 +310,9 @@ impl<V: Env> Inner<V> {
         let mut next = unsafe { current.deref() }.clone();
         let result = f(&mut next);
         // AcqRel: Release publishes the new map to readers' Acquire loads.
-        let old = self.buckets.swap(Owned::new(next), Ordering::AcqRel, &guard);
+        let old = self
+            .buckets
+            .swap(Owned::new(next), Ordering::AcqRel, &guard);
         retire(old, &guard);
         result
     }
@@ -374,9 +382,7 @@ fn retire<E: Engine>(old: epoch::Shared<'_, Map<E>>, guard: &Guard) {
 impl<V: Env> Drop for Inner<V> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: nobody else can reach `buckets` any more.
-        let map = unsafe {
-            std::mem::replace(&mut self.buckets, Atomic::null()).into_owned()
-        };
+        let map = unsafe { std::mem::replace(&mut self.buckets, Atomic::null()).into_owned() };
         drop(map);
     }
 }

@@ -26,6 +26,3 @@ pub use clock::Clock;
 pub use error::Error;
 pub use l2::L2;
 pub use options::{CallOptions, LockOptions, Options, Transform};
-
-#[cfg(all(test, not(mcb_loom)))]
-mod tests;

@@ -1,8 +1,8 @@
 //! One test per behaviour of the seed's API (and where we go beyond it), on a manual clock.
 
-use super::*;
-use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::PayloadArc;
+use mcb_core::sync::atomic::{AtomicUsize, Ordering};
+use mcb_core::sync::PayloadArc;
+use mcb_core::tiers::*;
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
