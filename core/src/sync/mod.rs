@@ -17,6 +17,7 @@ use std::sync as imp;
 use loom::sync as imp;
 
 pub use imp::Arc;
+use std::sync::PoisonError;
 
 /// std's `Arc` in every build, for immutable payloads (cached values and keys) whose reference
 /// count is part of no protocol a model checks: loom's `Arc` would make every value clone a
@@ -73,7 +74,7 @@ impl<T> Mutex<T> {
     }
 
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        self.0.lock().unwrap_or_else(imp::PoisonError::into_inner)
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -87,9 +88,7 @@ impl Condvar {
     }
 
     pub fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        self.0
-            .wait(guard)
-            .unwrap_or_else(imp::PoisonError::into_inner)
+        self.0.wait(guard).unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Waits at most `dur`; returns the guard and whether the wait timed out.
@@ -102,7 +101,7 @@ impl Condvar {
         let (guard, res) = self
             .0
             .wait_timeout(guard, dur)
-            .unwrap_or_else(imp::PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner);
         (guard, res.timed_out())
     }
 

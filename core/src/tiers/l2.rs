@@ -15,7 +15,13 @@ use crate::sync::{Arc, Mutex, PayloadArc};
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use crossbeam_utils::CachePadded;
 use std::fmt;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+/// Random keys against hash flooding; fixed ones in models, which must replay exactly.
+#[cfg(not(mcb_loom))]
+type Hasher = std::hash::RandomState;
+#[cfg(mcb_loom)]
+type Hasher = std::hash::BuildHasherDefault<std::hash::DefaultHasher>;
 
 /// How many entries one try evicts at most before giving up (the seed's shared dict evicts a
 /// bounded batch per `set`; `set_tries` repeats it).
@@ -120,9 +126,12 @@ struct Shard<T> {
 /// The shared store: bounded by bytes, read without locks, evicting by S3-FIFO.
 pub struct L2<T> {
     shards: Box<[CachePadded<Shard<T>>]>,
-    hasher: RandomState,
+    hasher: Hasher,
     weigher: Box<dyn Fn(&T) -> usize + Send + Sync>,
     namespaces: Mutex<Vec<Arc<Namespace>>>,
+    /// Models pin on the store's own collector (see `pin`).
+    #[cfg(mcb_loom)]
+    collector: epoch::Collector,
 }
 
 impl<T> fmt::Debug for L2<T> {
@@ -162,9 +171,11 @@ impl<T: Send + Sync> L2<T> {
             .collect();
         Ok(Self {
             shards,
-            hasher: RandomState::new(),
+            hasher: Hasher::default(),
             weigher: Box::new(|_| std::mem::size_of::<T>()),
             namespaces: Mutex::new(Vec::new()),
+            #[cfg(mcb_loom)]
+            collector: epoch::Collector::new(),
         })
     }
 
@@ -200,6 +211,16 @@ impl<T: Send + Sync> L2<T> {
         self.hasher.hash_one((ns, key))
     }
 
+    /// Pins this thread for a read or write. In models, on a participant registered for this
+    /// one operation: the default collector's thread-local handle would outlive a failed model
+    /// and make loom abort the process instead of reporting the failure.
+    fn pin(&self) -> Guard {
+        #[cfg(mcb_loom)]
+        return self.collector.register().pin();
+        #[cfg(not(mcb_loom))]
+        epoch::pin()
+    }
+
     fn shard(&self, hash: u64) -> &Shard<T> {
         &self.shards[(hash as usize) % self.shards.len()]
     }
@@ -207,7 +228,7 @@ impl<T: Send + Sync> L2<T> {
     /// Reads `key` without a lock; the copy shares the value.
     pub(crate) fn get(&self, ns: u32, key: &[u8]) -> Option<Found<T>> {
         let hash = self.hash(ns, key);
-        let guard = epoch::pin();
+        let guard = self.pin();
         let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {
             n.hash == hash && n.ns == ns && *n.key == *key
         });
@@ -242,7 +263,7 @@ impl<T: Send + Sync> L2<T> {
         let shard = self.shard(hash);
         let bucket = shard.bucket(hash);
         let mut policy = shard.policy.lock();
-        let guard = epoch::pin();
+        let guard = self.pin();
         let (_, old) = find(bucket, &guard, |n| {
             n.hash == hash && n.ns == ns && *n.key == *key
         });
@@ -309,7 +330,7 @@ impl<T: Send + Sync> L2<T> {
         let hash = self.hash(ns, key);
         let shard = self.shard(hash);
         let mut policy = shard.policy.lock();
-        let guard = epoch::pin();
+        let guard = self.pin();
         let (link, node) = find(shard.bucket(hash), &guard, |n| {
             n.hash == hash && n.ns == ns && *n.key == *key
         });
@@ -326,7 +347,7 @@ impl<T: Send + Sync> L2<T> {
     pub(crate) fn purge(&self, ns: u32, expired_at: Option<u64>) {
         for shard in self.shards.iter() {
             let mut policy = shard.policy.lock();
-            let guard = epoch::pin();
+            let guard = self.pin();
             for bucket in shard.buckets.iter() {
                 let mut link = bucket;
                 loop {
