@@ -12,10 +12,7 @@ use crate::sync::{Arc, Condvar, Mutex};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-#[cfg(not(mcb_loom))]
 const SHARDS: usize = 16;
-#[cfg(mcb_loom)]
-const SHARDS: usize = 1;
 
 /// One shard of lock holders, by key.
 type Holders = Mutex<HashMap<Box<[u8]>, Arc<Flight>>>;

@@ -129,10 +129,26 @@ pub struct L2<T> {
     hasher: Hasher,
     weigher: Box<dyn Fn(&T) -> usize + Send + Sync>,
     namespaces: Mutex<Vec<Arc<Namespace>>>,
-    /// Models pin on the store's own collector (see `pin`).
     #[cfg(mcb_loom)]
-    collector: epoch::Collector,
+    participants: Participants,
 }
+
+/// Models only: the store's own epoch collector and one participant per model thread, owned
+/// by the store. The default collector keeps its participants in thread-locals, which loom
+/// drops outside the model when a model fails, and then aborts instead of reporting.
+#[cfg(mcb_loom)]
+struct Participants {
+    collector: epoch::Collector,
+    by_thread: Box<[crate::sync::UnsafeCell<Option<epoch::LocalHandle>>]>,
+}
+
+// SAFETY: slot `i` of `by_thread` is only used by the thread whose `thread_index` is `i`
+// (see `L2::pin`), or by whoever drops the store, when no thread uses it any more.
+#[cfg(mcb_loom)]
+unsafe impl Send for Participants {}
+// SAFETY: as above.
+#[cfg(mcb_loom)]
+unsafe impl Sync for Participants {}
 
 impl<T> fmt::Debug for L2<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -175,7 +191,12 @@ impl<T: Send + Sync> L2<T> {
             weigher: Box::new(|_| std::mem::size_of::<T>()),
             namespaces: Mutex::new(Vec::new()),
             #[cfg(mcb_loom)]
-            collector: epoch::Collector::new(),
+            participants: Participants {
+                collector: epoch::Collector::new(),
+                by_thread: (0..8)
+                    .map(|_| crate::sync::UnsafeCell::new(None))
+                    .collect(),
+            },
         })
     }
 
@@ -211,12 +232,17 @@ impl<T: Send + Sync> L2<T> {
         self.hasher.hash_one((ns, key))
     }
 
-    /// Pins this thread for a read or write. In models, on a participant registered for this
-    /// one operation: the default collector's thread-local handle would outlive a failed model
-    /// and make loom abort the process instead of reporting the failure.
+    /// Pins this thread for a read or write (in models, on the store's own collector).
     fn pin(&self) -> Guard {
         #[cfg(mcb_loom)]
-        return self.collector.register().pin();
+        {
+            let p = &self.participants;
+            p.by_thread[crate::sync::thread_index()].with_mut(|slot| {
+                // SAFETY: this thread's own slot (see `Participants`).
+                let slot = unsafe { &mut *slot };
+                slot.get_or_insert_with(|| p.collector.register()).pin()
+            })
+        }
         #[cfg(not(mcb_loom))]
         epoch::pin()
     }
