@@ -193,9 +193,7 @@ impl<T: Send + Sync> L2<T> {
             #[cfg(mcb_loom)]
             participants: Participants {
                 collector: epoch::Collector::new(),
-                by_thread: (0..8)
-                    .map(|_| crate::sync::UnsafeCell::new(None))
-                    .collect(),
+                by_thread: (0..8).map(|_| crate::sync::UnsafeCell::new(None)).collect(),
             },
         })
     }
