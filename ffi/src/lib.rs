@@ -2,3 +2,4 @@
 //! results to codes. The bucket engine ABI lands with the ffi issue.
 
 mod boundary;
+pub mod cache;

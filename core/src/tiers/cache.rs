@@ -424,8 +424,10 @@ impl<T: Send + Sync + 'static> Cache<T> {
         Ok(value)
     }
 
-    /// Writes L2 then this thread's L1. `strict` (set) fails when L2 is full; otherwise (get)
-    /// the value is still kept in L1 and a warning raised.
+    /// Writes L2 then this thread's L1. A `set` (`strict`) fails when L2 is full, and
+    /// invalidates the other threads' copies. A load does neither: if L2 is full the value
+    /// is still kept in L1 (with a warning), and, as in the seed, other threads keep what
+    /// their L1 holds until it expires.
     fn store(
         &self,
         key: &[u8],
@@ -447,15 +449,19 @@ impl<T: Send + Sync + 'static> Cache<T> {
             _ => (&self.l2, self.ns.id),
         };
         let stripe = pending.stripe;
-        let generation =
-            match l2.insert(ns, key, entry, pending.opts.tries, || self.ns.bump(stripe)) {
-                Ok(generation) => generation,
-                Err(err) if strict => return Err(err),
-                Err(_) => {
-                    self.warn();
-                    self.ns.bump(stripe)
-                }
-            };
+        // Read before the write, as in `read_and_promote`, for a load.
+        let before = self.ns.generation(stripe);
+        let stored = l2.insert(ns, key, entry, pending.opts.tries, || {
+            strict.then(|| self.ns.bump(stripe))
+        });
+        let generation = match stored {
+            Ok(bumped) => bumped.unwrap_or(before),
+            Err(err) if strict => return Err(err),
+            Err(_) => {
+                self.warn();
+                before
+            }
+        };
         let expires_at = (ttl > 0).then(|| now.saturating_add(ttl));
         self.keep(key.into(), value, expires_at, stripe, generation)
     }
