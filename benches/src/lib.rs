@@ -1,1 +1,199 @@
-//! Helpers shared by the benches in `benches/`.
+//! Shared pieces of the benches: an engine whose calls cost nothing (so the bench measures the
+//! bucket machinery, not the engine), a faithful model of the seed's design to compare against,
+//! a multi-threaded timing helper, and the ratio report printed after each run.
+
+use criterion::Criterion;
+use mcb_core::bucket::{Engine, Env};
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// An engine whose proxied call does nothing.
+#[derive(Debug, Default)]
+pub struct NoopEngine;
+
+impl NoopEngine {
+    /// One proxied call.
+    #[inline]
+    pub fn call(&self) {
+        black_box(self);
+    }
+}
+
+impl Engine for NoopEngine {
+    type Cookie = usize;
+
+    fn initialize(&self, _config: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn destroy(&self, _force: bool) {}
+}
+
+/// Loads [`NoopEngine`]s.
+#[derive(Debug, Default)]
+pub struct NoopEnv;
+
+impl Env for NoopEnv {
+    type Engine = NoopEngine;
+
+    fn load(&self, _spec: &str) -> Result<NoopEngine, String> {
+        Ok(NoopEngine)
+    }
+
+    fn notify_deleted(&self, _cookie: usize) {}
+}
+
+/// The seed's design, as `bucket_engine.c` has it: one shared `clients` counter per bucket
+/// (`__sync_add_and_fetch`, a full barrier), the state read after counting in, and lookups in a
+/// hash map under the global engines mutex with a shared `refcount`.
+pub mod seed {
+    use super::*;
+
+    const RUNNING: u8 = 1;
+    const STOPPING: u8 = 2;
+
+    /// The seed's `proxied_engine_handle_t`, reduced to what the call path touches.
+    #[derive(Debug)]
+    pub struct Handle {
+        clients: AtomicI32,
+        refcount: AtomicI32,
+        state: AtomicU8,
+        engine: NoopEngine,
+    }
+
+    impl Handle {
+        fn new() -> Self {
+            Self {
+                clients: AtomicI32::new(0),
+                refcount: AtomicI32::new(1),
+                state: AtomicU8::new(RUNNING),
+                engine: NoopEngine,
+            }
+        }
+
+        /// `get_engine_handle`.
+        #[inline]
+        pub fn enter(&self) -> Option<&NoopEngine> {
+            self.clients.fetch_add(1, Ordering::SeqCst);
+            if self.state.load(Ordering::SeqCst) != RUNNING {
+                self.leave();
+                return None;
+            }
+            Some(&self.engine)
+        }
+
+        /// `release_engine_handle`.
+        #[inline]
+        pub fn leave(&self) {
+            let now = self.clients.fetch_sub(1, Ordering::SeqCst) - 1;
+            if now == 0 && self.state.load(Ordering::SeqCst) == STOPPING {
+                unreachable!("benches never stop a bucket");
+            }
+        }
+
+        /// `release_handle`.
+        pub fn release(&self) {
+            self.refcount.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The seed's `engines` hash under `engines_mutex`.
+    #[derive(Debug, Default)]
+    pub struct Registry {
+        engines: Mutex<HashMap<String, Arc<Handle>>>,
+    }
+
+    impl Registry {
+        /// Adds a RUNNING bucket.
+        pub fn create(&self, name: &str) -> Arc<Handle> {
+            let handle = Arc::new(Handle::new());
+            let mut engines = self.engines.lock().expect("not poisoned");
+            engines.insert(name.to_owned(), Arc::clone(&handle));
+            handle
+        }
+
+        /// `find_bucket`: lock, look up, `retain_handle`, unlock.
+        pub fn find(&self, name: &str) -> Option<Arc<Handle>> {
+            let engines = self.engines.lock().expect("not poisoned");
+            let handle = engines.get(name)?;
+            if handle.state.load(Ordering::SeqCst) != RUNNING {
+                return None;
+            }
+            handle.refcount.fetch_add(1, Ordering::SeqCst);
+            Some(Arc::clone(handle))
+        }
+    }
+}
+
+/// Thread counts to measure: 1, 2 and the machine's parallelism (deduplicated).
+pub fn thread_counts() -> Vec<usize> {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut counts = vec![1, 2, n];
+    counts.sort_unstable();
+    counts.dedup();
+    counts
+}
+
+/// Time for `iters` rounds in which each of `threads` threads runs `op` once, all starting
+/// together; criterion divides by `iters`, so report throughput as `threads` elements.
+pub fn time_threads(threads: usize, iters: u64, op: impl Fn() + Sync) -> Duration {
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                barrier.wait();
+                for _ in 0..iters {
+                    op();
+                }
+                barrier.wait();
+            });
+        }
+        barrier.wait();
+        let start = Instant::now();
+        barrier.wait();
+        start.elapsed()
+    })
+}
+
+/// Where criterion keeps its results: under the bench's `CARGO_TARGET_TMPDIR` (which only bench
+/// targets see, so they pass it in), where [`print_ratios`] can find them.
+pub fn results_dir(target_tmpdir: &str) -> PathBuf {
+    Path::new(target_tmpdir).join("criterion")
+}
+
+/// A criterion configured for short, CI-friendly runs that write to `results`.
+pub fn criterion(results: &Path) -> Criterion {
+    Criterion::default()
+        .output_directory(results)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20)
+        .configure_from_args()
+}
+
+/// Mean time per iteration of `group/bench`, from criterion's estimates of the last run.
+fn mean_ns(results: &Path, group: &str, bench: &str) -> Option<f64> {
+    let path = results.join(group).join(bench).join("new/estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let mean = &text[text.find("\"mean\"")?..];
+    let point = &mean[mean.find("\"point_estimate\":")? + "\"point_estimate\":".len()..];
+    point.split([',', '}']).next()?.trim().parse().ok()
+}
+
+/// Prints, for each `(ours, theirs)` pair of benches in `group`, how many times faster ours
+/// is (theirs' time over ours). Silent for pairs not measured in this run (e.g. `--test`).
+pub fn print_ratios(results: &Path, group: &str, pairs: &[(String, String)]) {
+    for (ours, theirs) in pairs {
+        let ours_ns = mean_ns(results, group, ours);
+        if let (Some(a), Some(b)) = (ours_ns, mean_ns(results, group, theirs)) {
+            println!(
+                "ratio {group}: {ours} is {:.2}x the speed of {theirs}",
+                b / a
+            );
+        }
+    }
+}

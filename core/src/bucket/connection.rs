@@ -110,6 +110,7 @@ impl<E: Engine> Connection<E> {
         user: &str,
         config: Option<&str>,
     ) -> Result<(), ReserveError> {
+        self.check_unreserved()?;
         let bucket = find_or_create(registry, user, config.unwrap_or(""));
         self.attach(bucket)
     }
@@ -121,6 +122,7 @@ impl<E: Engine> Connection<E> {
         registry: &Registry<V>,
         name: &str,
     ) -> Result<bool, ReserveError> {
+        self.check_unreserved()?;
         let bucket = registry.find(name);
         let found = bucket.is_some();
         self.attach(bucket)?;
@@ -130,14 +132,20 @@ impl<E: Engine> Connection<E> {
     /// Attaches to `bucket` (or to none), dropping the previous bucket's reference. Refused
     /// while reserved: reservations hold the bucket they were taken on.
     pub fn attach(&mut self, bucket: Option<Ref<E>>) -> Result<(), ReserveError> {
-        if self.reservations() > 0 {
-            return Err(ReserveError::Reserved);
-        }
+        self.check_unreserved()?;
         let old = std::mem::replace(&mut self.bucket, bucket.map(Ref::into_arc));
         if let Some(old) = old {
             old.release();
         }
         Ok(())
+    }
+
+    /// Switching buckets is refused while reserved (checked before any side effect).
+    fn check_unreserved(&self) -> Result<(), ReserveError> {
+        match self.reservations() {
+            0 => Ok(()),
+            _ => Err(ReserveError::Reserved),
+        }
     }
 
     /// Detaches from `handle` if attached to it (a connection deleting its own bucket).
@@ -201,7 +209,7 @@ impl<E: Engine> Connection<E> {
         registry: &Registry<V>,
     ) -> Result<Fate, ReserveError> {
         // Everything needed after the decrement is taken before it.
-        let target = self.target(registry).map(Arc::clone);
+        let target = self.target(registry).cloned();
         let mut word = self.reserved.load(Ordering::Acquire);
         loop {
             if word & !CONNECTED == 0 {
@@ -262,6 +270,17 @@ impl<E: Engine> Connection<E> {
     pub fn engine_specific(&self) -> *mut () {
         // Acquire: pairs with the Release in `set_engine_specific`.
         self.engine_specific.load(Ordering::Acquire)
+    }
+}
+
+impl<E: Engine> Drop for Connection<E> {
+    /// A host that drops a connection without disconnecting it must not pin its bucket forever.
+    fn drop(&mut self) {
+        // Relaxed: `&mut self`, nobody else can touch the word.
+        let connected = self.reserved.load(Ordering::Relaxed) & CONNECTED != 0;
+        if let (true, Some(bucket)) = (connected, &self.bucket) {
+            bucket.release();
+        }
     }
 }
 

@@ -249,6 +249,14 @@ impl<E: Engine> Handle<E> {
         self.pending_delete.lock().take()
     }
 
+    /// Global destroy claims the bucket: any state to NULL in one atomic step, so a racing
+    /// delete either stopped it before (and its worker stands down) or finds it gone. Returns
+    /// whether there was an engine to destroy (false if it was never started or already freed).
+    pub(crate) fn claim_for_destroy(&self) -> bool {
+        // SeqCst: an RMW in the same total order as the stop CASes it races with.
+        self.state.swap(State::Null as u8, Ordering::SeqCst) != State::Null as u8
+    }
+
     /// STOPPED (or never started) to NULL: the bucket is freed and nothing may enter it again.
     pub(crate) fn mark_freed(&self) {
         // SeqCst: later lookups through stale snapshots must see that it is gone.

@@ -3,8 +3,7 @@
 //! Lookups read an immutable snapshot of the name map through crossbeam-epoch: no lock, and a
 //! snapshot stays valid while the reader is pinned. Writers (create, unlink, destroy: admin
 //! operations) serialise on one mutex, copy the map, change the copy and swap it in, retiring
-//! the old one to the epoch collector. The collector belongs to the registry, so dropping the
-//! registry frees every retired snapshot (and loom sees no leak at the end of a model).
+//! the old one to the registry's reclamation domain (`sync::epoch::Domain`).
 //!
 //! Creating a bucket reserves its name in the map first (state NULL, invisible to `find`) and
 //! then loads and initialises the engine with no lock held: a slow engine warming up blocks
@@ -19,9 +18,9 @@ use super::shutdown::Shutdown;
 use super::state::State;
 use super::{Config, Engine, Env, Lease, Ref};
 use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::epoch::{Atomic, Domain, Guard, Owned, Shared};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{thread, Arc, Mutex};
-use crossbeam_epoch::{self as epoch, Atomic, Collector, Guard, Owned};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -80,7 +79,7 @@ struct Inner<V: Env> {
     env: V,
     config: Config,
     buckets: Atomic<Map<V::Engine>>,
-    collector: Collector,
+    domain: Domain,
     /// Serialises writers of `buckets`; `true` once global destroy has closed the registry.
     writer: Mutex<bool>,
     shutdown: Arc<Shutdown>,
@@ -129,7 +128,7 @@ impl<V: Env> Registry<V> {
                 env,
                 config,
                 buckets: Atomic::new(Map::new()),
-                collector: Collector::new(),
+                domain: Domain::new(),
                 writer: Mutex::new(false),
                 shutdown,
                 default,
@@ -277,9 +276,8 @@ impl<V: Env> Registry<V> {
             inner.write(|map| map.drain().map(|(_, h)| h).collect())
         };
         for handle in left.iter().chain(inner.default.iter()) {
-            if handle.state() != State::Null {
+            if handle.claim_for_destroy() {
                 handle.engine_unguarded().destroy(false);
-                handle.mark_freed();
             }
         }
         // The map's references (the default bucket's is the registry's own, kept with it).
@@ -290,8 +288,7 @@ impl<V: Env> Registry<V> {
 impl<V: Env> Inner<V> {
     /// Runs `f` on the current snapshot of the name map, pinned so that it stays valid.
     fn read<R>(&self, f: impl FnOnce(&Map<V::Engine>) -> R) -> R {
-        let local = self.collector.register();
-        let guard = local.pin();
+        let guard = self.domain.pin();
         // Acquire: pairs with the AcqRel swap in `write`; publishes the snapshot's contents.
         let snapshot = self.buckets.load(Ordering::Acquire, &guard);
         // SAFETY: `buckets` always holds a map (created non-null, swapped only for non-null
@@ -302,8 +299,7 @@ impl<V: Env> Inner<V> {
 
     /// Replaces the map with a changed copy; the caller holds the writer lock.
     fn write<R>(&self, f: impl FnOnce(&mut Map<V::Engine>) -> R) -> R {
-        let local = self.collector.register();
-        let guard = local.pin();
+        let guard = self.domain.pin();
         // Acquire: pairs with the previous writer's swap (the writer lock orders them too).
         let current = self.buckets.load(Ordering::Acquire, &guard);
         // SAFETY: as in `read`: non-null and kept alive by `guard`.
@@ -372,7 +368,7 @@ impl<V: Env> Inner<V> {
 }
 
 /// Hands a swapped-out map to the collector.
-fn retire<E: Engine>(old: epoch::Shared<'_, Map<E>>, guard: &Guard) {
+fn retire<E: Engine>(old: Shared<'_, Map<E>>, guard: &Guard) {
     // SAFETY: `old` was just swapped out of `buckets`, so no new reader can reach it; readers
     // that loaded it before are pinned, and the collector runs the destructor only after they
     // unpin.

@@ -11,8 +11,8 @@ use super::error::Error;
 use super::namespace::Namespace;
 use super::s3fifo::{touch, Policy, Tracked};
 use crate::sync::atomic::{AtomicU8, Ordering};
+use crate::sync::epoch::{self, Atomic, Domain, Guard, Owned, Shared};
 use crate::sync::{Arc, Mutex, PayloadArc};
-use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::hash::BuildHasher;
@@ -129,26 +129,8 @@ pub struct L2<T> {
     hasher: Hasher,
     weigher: Box<dyn Fn(&T) -> usize + Send + Sync>,
     namespaces: Mutex<Vec<Arc<Namespace>>>,
-    #[cfg(mcb_loom)]
-    participants: Participants,
+    domain: Domain,
 }
-
-/// Models only: the store's own epoch collector and one participant per model thread, owned
-/// by the store. The default collector keeps its participants in thread-locals, which loom
-/// drops outside the model when a model fails, and then aborts instead of reporting.
-#[cfg(mcb_loom)]
-struct Participants {
-    collector: epoch::Collector,
-    by_thread: Box<[crate::sync::UnsafeCell<Option<epoch::LocalHandle>>]>,
-}
-
-// SAFETY: slot `i` of `by_thread` is only used by the thread whose `thread_index` is `i`
-// (see `L2::pin`), or by whoever drops the store, when no thread uses it any more.
-#[cfg(mcb_loom)]
-unsafe impl Send for Participants {}
-// SAFETY: as above.
-#[cfg(mcb_loom)]
-unsafe impl Sync for Participants {}
 
 impl<T> fmt::Debug for L2<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -190,11 +172,7 @@ impl<T: Send + Sync> L2<T> {
             hasher: Hasher::default(),
             weigher: Box::new(|_| std::mem::size_of::<T>()),
             namespaces: Mutex::new(Vec::new()),
-            #[cfg(mcb_loom)]
-            participants: Participants {
-                collector: epoch::Collector::new(),
-                by_thread: (0..8).map(|_| crate::sync::UnsafeCell::new(None)).collect(),
-            },
+            domain: Domain::per_thread(),
         })
     }
 
@@ -230,21 +208,6 @@ impl<T: Send + Sync> L2<T> {
         self.hasher.hash_one((ns, key))
     }
 
-    /// Pins this thread for a read or write (in models, on the store's own collector).
-    fn pin(&self) -> Guard {
-        #[cfg(mcb_loom)]
-        {
-            let p = &self.participants;
-            p.by_thread[crate::sync::thread_index()].with_mut(|slot| {
-                // SAFETY: this thread's own slot (see `Participants`).
-                let slot = unsafe { &mut *slot };
-                slot.get_or_insert_with(|| p.collector.register()).pin()
-            })
-        }
-        #[cfg(not(mcb_loom))]
-        epoch::pin()
-    }
-
     fn shard(&self, hash: u64) -> &Shard<T> {
         &self.shards[(hash as usize) % self.shards.len()]
     }
@@ -252,7 +215,7 @@ impl<T: Send + Sync> L2<T> {
     /// Reads `key` without a lock; the copy shares the value.
     pub(crate) fn get(&self, ns: u32, key: &[u8]) -> Option<Found<T>> {
         let hash = self.hash(ns, key);
-        let guard = self.pin();
+        let guard = self.domain.pin();
         let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {
             n.hash == hash && n.ns == ns && *n.key == *key
         });
@@ -287,7 +250,7 @@ impl<T: Send + Sync> L2<T> {
         let shard = self.shard(hash);
         let bucket = shard.bucket(hash);
         let mut policy = shard.policy.lock();
-        let guard = self.pin();
+        let guard = self.domain.pin();
         let (_, old) = find(bucket, &guard, |n| {
             n.hash == hash && n.ns == ns && *n.key == *key
         });
@@ -354,7 +317,7 @@ impl<T: Send + Sync> L2<T> {
         let hash = self.hash(ns, key);
         let shard = self.shard(hash);
         let mut policy = shard.policy.lock();
-        let guard = self.pin();
+        let guard = self.domain.pin();
         let (link, node) = find(shard.bucket(hash), &guard, |n| {
             n.hash == hash && n.ns == ns && *n.key == *key
         });
@@ -371,7 +334,7 @@ impl<T: Send + Sync> L2<T> {
     pub(crate) fn purge(&self, ns: u32, expired_at: Option<u64>) {
         for shard in self.shards.iter() {
             let mut policy = shard.policy.lock();
-            let guard = self.pin();
+            let guard = self.domain.pin();
             for bucket in shard.buckets.iter() {
                 let mut link = bucket;
                 loop {

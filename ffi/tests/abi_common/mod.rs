@@ -1,0 +1,103 @@
+//! Shared by the `abi_*` tests: builds the C harness in `examples-c/engine` with make (once per
+//! test binary) in the variant matching the crate's features, and reads typed constants as
+//! plain integers.
+
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use bucket_engine::abi::*;
+
+use std::fs::{self, File};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The harness's sources.
+pub fn harness_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples-c/engine")
+}
+
+/// The variant's name and the make arguments that select it.
+pub fn variant() -> (&'static str, &'static [&'static str]) {
+    if cfg!(feature = "engine-pu") {
+        ("engine-pu", &["ENGINE_PU=1"])
+    } else {
+        ("v2.5.1", &[])
+    }
+}
+
+/// Builds once per test binary (its tests run in parallel) and returns the build directory. A
+/// missing make or C compiler fails loudly.
+pub fn build() -> &'static Path {
+    static BUILD: OnceLock<PathBuf> = OnceLock::new();
+    BUILD.get_or_init(|| {
+        let (name, args) = variant();
+        let dir = harness_dir();
+        // Test binaries may run at once (e.g. under nextest): one make at a time per tree.
+        let build_root = dir.join("../build");
+        fs::create_dir_all(&build_root).expect("create examples-c/build");
+        let lock = File::create(build_root.join(".make.lock")).expect("create the make lock");
+        // SAFETY: flock on a file descriptor we own; it is released when `lock` is closed.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "flock examples-c/build/.make.lock");
+        let out = Command::new("make")
+            .arg("-s")
+            .arg("-C")
+            .arg(&dir)
+            .args(args)
+            .arg("all")
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run make ({e}): the C harness needs make and a C compiler (cc)")
+            });
+        assert!(
+            out.status.success(),
+            "building the C harness failed (make -C {} {}):\n{}{}",
+            dir.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        drop(lock);
+        build_root.join(format!("engine-{name}"))
+    })
+}
+
+/// The integer a typed constant carries.
+pub trait Raw {
+    fn raw(self) -> i64;
+}
+
+macro_rules! raw_newtype {
+    ($($t:ty),*) => {$(
+        impl Raw for $t {
+            fn raw(self) -> i64 {
+                i64::from(self.0)
+            }
+        }
+    )*};
+}
+raw_newtype!(
+    ENGINE_ERROR_CODE,
+    ENGINE_STORE_OPERATION,
+    ENGINE_EVENT_TYPE,
+    tap_event_t,
+    engine_feature_t,
+    EXTENSION_ERROR_CODE,
+    extension_type_t,
+    EXTENSION_LOG_LEVEL,
+    config_datatype,
+    vbucket_state_t
+);
+
+macro_rules! raw_int {
+    ($($t:ty),*) => {$(
+        impl Raw for $t {
+            fn raw(self) -> i64 {
+                i64::try_from(self).expect("fits")
+            }
+        }
+    )*};
+}
+raw_int!(u8, u16, u32, u64, usize);

@@ -1,0 +1,146 @@
+//! A test engine and environment that record what the core did to them and fail loudly on
+//! anything the lifecycle forbids (a call after destroy, a second destroy, a second delete
+//! notification). Built on `mcb_core::sync`, so they work inside loom models too.
+
+use mcb_core::bucket::{Engine, Env};
+use mcb_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use mcb_core::sync::{Arc, Mutex};
+
+/// Cookie type of the test engine: a connection number.
+pub type Cookie = u32;
+
+/// Config string that makes [`TestEngine::initialize`] fail.
+pub const FAILING_CONFIG: &str = "fail=true";
+
+/// Engine spec that [`TestEnv::load`] refuses.
+pub const MISSING_ENGINE: &str = "missing.so";
+
+/// What happened to all engines of one [`TestEnv`].
+#[derive(Debug, Default)]
+pub struct Events {
+    loaded: AtomicUsize,
+    destroyed: AtomicUsize,
+    dropped: AtomicUsize,
+    disconnects: AtomicUsize,
+    notified: Mutex<Vec<Cookie>>,
+}
+
+impl Events {
+    /// Engines loaded.
+    pub fn loaded(&self) -> usize {
+        self.loaded.load(Ordering::SeqCst)
+    }
+
+    /// Engines destroyed.
+    pub fn destroyed(&self) -> usize {
+        self.destroyed.load(Ordering::SeqCst)
+    }
+
+    /// Engines dropped (their memory freed).
+    pub fn dropped(&self) -> usize {
+        self.dropped.load(Ordering::SeqCst)
+    }
+
+    /// ON_DISCONNECT events forwarded to engines.
+    pub fn disconnects(&self) -> usize {
+        self.disconnects.load(Ordering::SeqCst)
+    }
+
+    /// Cookies told that their delete completed, in order.
+    pub fn notified(&self) -> Vec<Cookie> {
+        self.notified.lock().clone()
+    }
+}
+
+/// An engine that counts calls and checks the lifecycle rules.
+#[derive(Debug)]
+pub struct TestEngine {
+    destroyed: AtomicBool,
+    calls: AtomicUsize,
+    events: Arc<Events>,
+}
+
+impl TestEngine {
+    /// One proxied call: fails the test if the engine was destroyed.
+    pub fn call(&self) -> usize {
+        // SeqCst: test bookkeeping; the strongest order keeps the checks simple.
+        assert!(
+            !self.destroyed.load(Ordering::SeqCst),
+            "engine called after destroy"
+        );
+        self.calls.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Calls served so far.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+impl Engine for TestEngine {
+    type Cookie = Cookie;
+
+    fn initialize(&self, config: &str) -> Result<(), String> {
+        if config == FAILING_CONFIG {
+            return Err("test engine refuses fail=true".into());
+        }
+        Ok(())
+    }
+
+    fn destroy(&self, _force: bool) {
+        let again = self.destroyed.swap(true, Ordering::SeqCst);
+        assert!(!again, "engine destroyed twice");
+        self.events.destroyed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn disconnect(&self, _cookie: Cookie) {
+        self.call();
+        self.events.disconnects.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for TestEngine {
+    fn drop(&mut self) {
+        self.events.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Loads [`TestEngine`]s (any spec but [`MISSING_ENGINE`]) and records delete notifications.
+#[derive(Debug, Default, Clone)]
+pub struct TestEnv {
+    events: Arc<Events>,
+}
+
+impl TestEnv {
+    /// A fresh environment with its own event record.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// What happened so far.
+    pub fn events(&self) -> &Arc<Events> {
+        &self.events
+    }
+}
+
+impl Env for TestEnv {
+    type Engine = TestEngine;
+
+    fn load(&self, spec: &str) -> Result<TestEngine, String> {
+        if spec == MISSING_ENGINE {
+            return Err(format!("{spec}: no such engine"));
+        }
+        self.events.loaded.fetch_add(1, Ordering::SeqCst);
+        Ok(TestEngine {
+            destroyed: AtomicBool::new(false),
+            calls: AtomicUsize::new(0),
+            events: Arc::clone(&self.events),
+        })
+    }
+
+    fn notify_deleted(&self, cookie: Cookie) {
+        let mut notified = self.events.notified.lock();
+        assert!(!notified.contains(&cookie), "delete notified twice");
+        notified.push(cookie);
+    }
+}

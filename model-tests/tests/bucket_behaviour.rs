@@ -1,0 +1,309 @@
+//! The seed's bucket rules, one test each, on the real threads (no loom).
+
+#![cfg(not(mcb_loom))] // real threads; the loom build runs tests/bucket.rs
+
+use mcb_core::bucket::{
+    Config, Connection, CreateError, DeleteError, Fate, Registry, ReserveError, State,
+};
+use mcb_model_tests::fixtures::{TestEnv, FAILING_CONFIG, MISSING_ENGINE};
+use std::time::{Duration, Instant};
+
+fn registry(config: Config) -> (TestEnv, Registry<TestEnv>) {
+    let env = TestEnv::new();
+    let registry = Registry::new(env.clone(), config).expect("registry");
+    (env, registry)
+}
+
+fn plain() -> (TestEnv, Registry<TestEnv>) {
+    registry(Config {
+        engine: "test.so".into(),
+        ..Config::default()
+    })
+}
+
+/// Waits (bounded) for the shutdown worker of a deleted bucket to notify `cookie`.
+fn wait_notified(env: &TestEnv, cookie: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !env.events().notified().contains(&cookie) {
+        assert!(
+            Instant::now() < deadline,
+            "delete of cookie {cookie} never completed"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn create_find_list_and_names() {
+    let (_env, registry) = plain();
+    let a = registry.create("a", "test.so", "").expect("create a");
+    assert_eq!(a.state(), State::Running);
+    assert_eq!(a.name(), "a");
+    drop(registry.create("b", "test.so", "").expect("create b"));
+    assert_eq!(registry.find("a").expect("find a").name(), "a");
+    assert!(registry.find("nope").is_none());
+    let mut names: Vec<_> = registry
+        .list()
+        .iter()
+        .map(|b| b.name().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+}
+
+#[test]
+fn create_refuses_bad_names_duplicates_and_failing_engines() {
+    let (env, registry) = plain();
+    assert!(matches!(
+        registry.create("a b", "test.so", ""),
+        Err(CreateError::InvalidName(_))
+    ));
+    assert!(matches!(
+        registry.create("", "test.so", ""),
+        Err(CreateError::InvalidName(_))
+    ));
+    drop(registry.create("a", "test.so", "").expect("create"));
+    let exists = registry.create("a", "test.so", "").expect_err("duplicate");
+    assert_eq!(exists, CreateError::Exists(State::Running));
+    assert_eq!(exists.to_string(), "Bucket exists: running");
+    assert!(matches!(
+        registry.create("m", MISSING_ENGINE, ""),
+        Err(CreateError::Load(why)) if why.contains(MISSING_ENGINE)
+    ));
+    let init = registry
+        .create("f", "test.so", FAILING_CONFIG)
+        .expect_err("init fails");
+    assert!(
+        init.to_string()
+            .starts_with("Failed to initialize instance: "),
+        "{init}"
+    );
+    // The failed buckets left no trace: the names are free again, their engines destroyed.
+    assert!(registry.find("f").is_none());
+    drop(
+        registry
+            .create("f", "test.so", "")
+            .expect("name is free again"),
+    );
+    // Loaded: a, the duplicate's engine, f (failed), f; destroyed: the duplicate's and failed f.
+    assert_eq!(env.events().loaded(), 4);
+    assert_eq!(env.events().destroyed(), 2);
+}
+
+#[test]
+fn delete_stops_notifies_unlinks_and_frees_the_name() {
+    let (env, registry) = plain();
+    let bucket = registry.create("a", "test.so", "").expect("create");
+    let handle = std::sync::Arc::clone(bucket.arc());
+    registry.delete("a", 42, true).expect("delete");
+    assert!(bucket.force_shutdown());
+    // Stopping: no new calls, not found, not listed, but a second delete is "not found".
+    assert!(registry.enter(&handle).is_none());
+    assert!(registry.find("a").is_none());
+    assert!(registry.list().is_empty());
+    assert_eq!(registry.delete("a", 43, false), Err(DeleteError::NotFound));
+    wait_notified(&env, 42);
+    assert_eq!(env.events().destroyed(), 1);
+    // The name is free while our reference still pins the old handle, which is not freed.
+    drop(registry.create("a", "test.so", "").expect("recreate"));
+    assert_eq!(bucket.state(), State::Stopped);
+    drop(bucket);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handle.state() != State::Null {
+        assert!(Instant::now() < deadline, "worker never freed the bucket");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn delete_waits_for_calls_in_flight() {
+    let (env, registry) = plain();
+    let bucket = registry.create("a", "test.so", "").expect("create");
+    let lease = registry.enter(bucket.arc()).expect("running");
+    registry.delete("a", 1, false).expect("delete");
+    assert_eq!(bucket.state(), State::Stopping);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(env.events().destroyed(), 0, "destroyed with a call inside");
+    assert_eq!(lease.call(), 1);
+    drop(lease);
+    wait_notified(&env, 1);
+    assert_eq!(env.events().destroyed(), 1);
+}
+
+#[test]
+fn global_destroy_with_connections_still_attached() {
+    let (env, registry) = plain();
+    let conn = Connection::connect(&registry);
+    drop(conn); // never disconnected: the host forgot it; destroy must not wait for it
+    let held = registry.create("a", "test.so", "").expect("create");
+    drop(registry.create("b", "test.so", "").expect("create"));
+    registry.delete("a", 9, false).expect("delete");
+    registry.destroy();
+    registry.destroy(); // idempotent
+    assert_eq!(env.events().destroyed(), 2);
+    assert_eq!(held.state(), State::Null);
+    assert!(registry.find("b").is_none());
+    assert_eq!(
+        registry.create("c", "test.so", "").map(drop),
+        Err(CreateError::ShuttingDown)
+    );
+}
+
+#[test]
+fn connect_uses_the_default_bucket_or_the_named_default() {
+    let (_env, with_default) = registry(Config {
+        engine: "test.so".into(),
+        default_bucket: true,
+        ..Config::default()
+    });
+    let conn = Connection::connect(&with_default);
+    assert_eq!(conn.bucket().map(|b| b.name()), Some(""));
+    assert_eq!(conn.enter(&with_default).expect("default serves").call(), 1);
+    assert_eq!(conn.disconnect(&with_default, 1), Fate::Free);
+
+    let (_env, named) = registry(Config {
+        engine: "test.so".into(),
+        default_bucket_name: Some("main".into()),
+        ..Config::default()
+    });
+    let conn = Connection::connect(&named);
+    assert_eq!(
+        conn.bucket().map(|b| b.name()),
+        Some("main"),
+        "auto-created"
+    );
+    assert_eq!(conn.disconnect(&named, 1), Fate::Free);
+
+    let (_env, strict) = registry(Config {
+        engine: "test.so".into(),
+        default_bucket_name: Some("main".into()),
+        auto_create: false,
+        ..Config::default()
+    });
+    let conn = Connection::connect(&strict);
+    assert!(conn.bucket().is_none());
+    assert!(
+        conn.enter(&strict).is_none(),
+        "no bucket, no default: disconnect"
+    );
+    assert_eq!(conn.disconnect(&strict, 1), Fate::Free);
+}
+
+#[test]
+fn auth_select_and_the_try_form() {
+    let (_env, registry) = registry(Config {
+        engine: "test.so".into(),
+        default_bucket: true,
+        ..Config::default()
+    });
+    let mut conn = Connection::connect(&registry);
+    conn.authenticate(&registry, "alice", Some(""))
+        .expect("not reserved");
+    assert_eq!(
+        conn.bucket().map(|b| b.name()),
+        Some("alice"),
+        "auto-created for the user"
+    );
+    assert_eq!(conn.select(&registry, "bob"), Ok(false));
+    assert!(
+        conn.bucket().is_none(),
+        "a failed select detaches, as in the seed"
+    );
+    assert!(
+        conn.try_enter(&registry).is_none(),
+        "the try form never uses the default"
+    );
+    assert!(
+        conn.enter(&registry).is_some(),
+        "the plain form falls back to the default"
+    );
+    assert_eq!(conn.select(&registry, "alice"), Ok(true));
+    let alice = registry.find("alice").expect("alice");
+    conn.detach_from(&alice).expect("not reserved");
+    assert!(conn.bucket().is_none());
+    assert_eq!(conn.disconnect(&registry, 1), Fate::Free);
+}
+
+#[test]
+fn disconnect_is_forwarded_and_references_balance() {
+    let (env, registry) = plain();
+    let bucket = registry.create("a", "test.so", "").expect("create");
+    assert_eq!(bucket.refcount(), 2, "the registry's and ours");
+    let conn = Connection::attached(registry.find("a"));
+    assert_eq!(bucket.refcount(), 3);
+    assert_eq!(conn.disconnect(&registry, 5), Fate::Free);
+    assert_eq!(env.events().disconnects(), 1);
+    assert_eq!(bucket.refcount(), 2);
+}
+
+#[test]
+fn reservations_outlive_disconnect_and_the_last_release_frees() {
+    let (_env, registry) = plain();
+    let bucket = registry.create("a", "test.so", "").expect("create");
+    let mut conn = Connection::attached(registry.find("a"));
+    conn.reserve(&registry).expect("reserve");
+    conn.reserve(&registry).expect("reserve");
+    assert_eq!(conn.reservations(), 2);
+    assert_eq!(
+        bucket.refcount(),
+        5,
+        "registry, ours, connection, two reservations"
+    );
+    assert_eq!(conn.attach(None), Err(ReserveError::Reserved));
+    assert_eq!(conn.release(&registry), Ok(Fate::Keep));
+    assert_eq!(conn.disconnect(&registry, 1), Fate::Keep, "still reserved");
+    assert_eq!(
+        bucket.refcount(),
+        3,
+        "the connection's own reference went at disconnect"
+    );
+    assert_eq!(conn.release(&registry), Ok(Fate::Free));
+    assert_eq!(conn.release(&registry), Err(ReserveError::NotReserved));
+    assert_eq!(bucket.refcount(), 2);
+}
+
+#[test]
+fn reserve_needs_a_running_bucket() {
+    let (env, registry) = plain();
+    let conn = Connection::<mcb_model_tests::fixtures::TestEngine>::attached(None);
+    assert_eq!(conn.reserve(&registry), Err(ReserveError::NoBucket));
+    let conn = Connection::attached(Some(registry.create("a", "test.so", "").expect("create")));
+    registry.delete("a", 3, false).expect("delete");
+    assert_eq!(conn.reserve(&registry), Err(ReserveError::NotRunning));
+    assert_eq!(conn.disconnect(&registry, 3), Fate::Free);
+    wait_notified(&env, 3);
+}
+
+#[test]
+fn engine_specific_word_round_trips() {
+    let conn = Connection::<mcb_model_tests::fixtures::TestEngine>::attached(None);
+    assert!(conn.engine_specific().is_null());
+    let mut slot = 5u8;
+    conn.set_engine_specific((&mut slot as *mut u8).cast());
+    assert_eq!(conn.engine_specific(), (&mut slot as *mut u8).cast());
+}
+
+#[test]
+fn delete_under_load_from_many_threads() {
+    let (env, registry) = plain();
+    let keep = registry.create("keep", "test.so", "").expect("create");
+    let doomed = registry.create("doomed", "test.so", "").expect("create");
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let (registry, keep, doomed) = (&registry, keep.arc(), doomed.arc());
+            s.spawn(move || {
+                for _ in 0..2_000 {
+                    registry.enter(keep).expect("keep keeps running").call();
+                    if let Some(engine) = registry.enter(doomed) {
+                        engine.call();
+                    }
+                }
+            });
+        }
+        registry.delete("doomed", 77, false).expect("delete");
+    });
+    wait_notified(&env, 77);
+    let served = registry.enter(keep.arc()).expect("running").call();
+    assert_eq!(served, 8_001, "no call on the other bucket was lost");
+    assert_eq!(env.events().destroyed(), 1);
+}
