@@ -5,13 +5,18 @@
  * 0x94 get_locked, 0x95 unlock_key, 0xa0/0xa1 get_meta(q), 0xa2/0xa3 set_with_meta(q),
  * 0xa8/0xa9 del_with_meta(q)) unless the request's value is "fail" (then ENGINE_KEY_ENOENT, so
  * a failed command can be told from a counted one), and ENGINE_ENOTSUP to anything else. It
- * stores nothing: every item call fails with ENGINE_ENOTSUP. Config: empty or `name=...`.
+ * stores nothing: every item call fails with ENGINE_ENOTSUP. Config: empty, `name=...`, and
+ * `slow=true`: initialize then waits until ep_stub_finish_slow_init() is called (a test dlopens
+ * this library again to call it) or 30 seconds pass, to show a slow engine warming up.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "engine_abi.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EP_EXPORT __attribute__((visibility("default")))
 
@@ -21,6 +26,42 @@ typedef struct {
     engine_info info;
     char stats[64];
 } ep_engine;
+
+static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slow_cond = PTHREAD_COND_INITIALIZER;
+static bool slow_done;
+static int slow_waiting;
+
+/* Lets every slow initialize (now and later) finish. */
+EP_EXPORT void ep_stub_finish_slow_init(void) {
+    pthread_mutex_lock(&slow_lock);
+    slow_done = true;
+    pthread_cond_broadcast(&slow_cond);
+    pthread_mutex_unlock(&slow_lock);
+}
+
+/* How many initialize calls are waiting now. */
+EP_EXPORT int ep_stub_slow_waiting(void) {
+    pthread_mutex_lock(&slow_lock);
+    int n = slow_waiting;
+    pthread_mutex_unlock(&slow_lock);
+    return n;
+}
+
+static void slow_init_wait(void) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 30;
+    pthread_mutex_lock(&slow_lock);
+    slow_waiting++;
+    while (!slow_done) {
+        if (pthread_cond_timedwait(&slow_cond, &slow_lock, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    slow_waiting--;
+    pthread_mutex_unlock(&slow_lock);
+}
 
 static ep_engine *ep(ENGINE_HANDLE *h) {
     return (ep_engine *)h;
@@ -32,9 +73,11 @@ static const engine_info *ep_get_info(ENGINE_HANDLE *h) {
 
 static ENGINE_ERROR_CODE ep_initialize(ENGINE_HANDLE *h, const char *config) {
     char *name = NULL;
+    bool slow = false;
     if (config != NULL) {
         struct config_item items[] = {
             {.key = "name", .datatype = DT_STRING, .value.dt_string = &name},
+            {.key = "slow", .datatype = DT_BOOL, .value.dt_bool = &slow},
             {.key = NULL},
         };
         if (ep(h)->server->core->parse_config(config, items, stderr) != 0) {
@@ -43,6 +86,9 @@ static ENGINE_ERROR_CODE ep_initialize(ENGINE_HANDLE *h, const char *config) {
         }
     }
     free(name);
+    if (slow) {
+        slow_init_wait();
+    }
     return ENGINE_SUCCESS;
 }
 
