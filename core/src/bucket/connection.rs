@@ -209,7 +209,7 @@ impl<E: Engine> Connection<E> {
         registry: &Registry<V>,
     ) -> Result<Fate, ReserveError> {
         // Everything needed after the decrement is taken before it.
-        let target = self.target(registry).map(Arc::clone);
+        let target = self.target(registry).cloned();
         let mut word = self.reserved.load(Ordering::Acquire);
         loop {
             if word & !CONNECTED == 0 {
