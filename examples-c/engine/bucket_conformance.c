@@ -27,12 +27,14 @@
  *  - CREATE: key = name; body = engine path, then optionally NUL and the config. Success:
  *    status SUCCESS. Empty path: EINVAL "Invalid request.". Existing name: KEY_EEXISTS
  *    "Bucket exists: <state>" (state "running" or "stopping"). Load failure (dlopen, no
- *    create_instance, create_instance failing): NOT_STORED "Failed to load engine."; the
- *    library is closed again. Initialize failure: NOT_STORED "Failed to initialize instance.
- *    Error code: N" with the engine's real code (the test engine returns ENGINE_EINVAL, 5; the
- *    seed printed 0). Each failure also logs a line naming the path. An invalid name (letters,
- *    digits and . % _ - only; not empty) is refused: either a reply with status EINVAL or
- *    NOT_STORED (the seed's), or ENGINE_EINVAL / ENGINE_DISCONNECT with no reply.
+ *    create_instance, create_instance failing): NOT_STORED, a message starting "Failed to load
+ *    engine" (the seed's whole message was "Failed to load engine."; the reason may follow);
+ *    the library is closed again. Initialize failure: NOT_STORED, a message containing
+ *    "Failed to initialize instance" and "code" followed by the engine's real code (the test
+ *    engine returns ENGINE_EINVAL, 5; the seed printed 0). Each failure also logs a line
+ *    naming the path. An invalid name (ASCII letters, digits and . % _ - only; 1 to 100
+ *    bytes, the core's limit) is refused: either a reply with status EINVAL or NOT_STORED (the
+ *    seed's), or ENGINE_EINVAL / ENGINE_DISCONNECT with no reply.
  *  - DELETE: body "" or a config with `force` (bool). EWOULDBLOCK, then notify_io_complete
  *    with ENGINE_SUCCESS on the deleting connection once the engine is destroyed (even while
  *    other connections still hold the bucket), then SUCCESS on the retried identical call.
@@ -46,11 +48,10 @@
  *    ENGINE_ENOTSUP and no reply for the eight admin opcodes; the environment variable
  *    BUCKET_ENGINE_DIABLE_AUTH_PHASE changes nothing.
  *  - With no bucket, or a bucket that is not RUNNING: allocate, remove, get, store,
- *    arithmetic, flush, get_stats, unknown_command (non-admin opcodes), tap_notify and
- *    get_engine_vb_map return ENGINE_DISCONNECT (the seed's get_engine_vb_map returned
- *    SUCCESS without calling back; the issue says every call gets DISCONNECT);
- *    get_tap_iterator and get_stats_struct return NULL, get_item_info false, errinfo 0;
- *    release, item_set_cas and reset_stats do nothing. A connection still attached to a
+ *    arithmetic, flush, get_stats, unknown_command (non-admin opcodes) and tap_notify return
+ *    ENGINE_DISCONNECT; the try-form calls do what the seed's did: get_engine_vb_map returns
+ *    ENGINE_SUCCESS without calling back, get_tap_iterator and get_stats_struct return NULL,
+ *    get_item_info false, errinfo 0; release, item_set_cas and reset_stats do nothing. A connection still attached to a
  *    deleted bucket stays on it (gets DISCONNECT) even after a new bucket of that name exists.
  *  - Stats: "bucket" for a non-admin returns ENGINE_FAILED with no stats; for the admin, one
  *    stat per named bucket, name -> "running" / "stopping". "topkeys" with MEMCACHED_TOP_KEYS
@@ -75,7 +76,8 @@
  *    ENGINE_EINVAL / ENGINE_DISCONNECT, and leave other buckets as they were. A CREATE with
  *    extras reads the name after them and the body after the name (or is refused).
  *  - Global destroy returns while a deleted bucket still waits for a connection's reference,
- *    and releases every host stats block it took (mh_live_stats() == 0 afterwards).
+ *    and by the time it returns has released every host stats block it took
+ *    (mh_live_stats() == 0), except the one of a bucket a connection still holds.
  *  - ON_CONNECT, ON_AUTH (auto_create defaults to true; a missing bucket without auto_create
  *    leaves the connection with no bucket) and ON_DISCONNECT as the seed; a disconnect while
  *    an engine holds a reservation frees the connection's state at the last release and drops
@@ -323,6 +325,36 @@ static bool resp_contains(const mh_conn *c, const char *needle) {
         return true;
     }
     fprintf(stderr, "reply: key \"%s\" body \"%s\", want \"%s\" in it\n", key, body, needle);
+    return false;
+}
+
+/* Whether the last reply's key or body starts with prefix. */
+static bool resp_starts(const mh_conn *c, const char *prefix) {
+    size_t n = strlen(prefix);
+    if ((c->resp_keylen >= n && memcmp(c->resp_key, prefix, n) == 0) ||
+        (c->resp_bodylen >= n && memcmp(c->resp_body, prefix, n) == 0)) {
+        return true;
+    }
+    fprintf(stderr, "reply: key \"%.*s\" body \"%.*s\", want it to start \"%s\"\n",
+            (int)c->resp_keylen, c->resp_key, (int)c->resp_bodylen, c->resp_body, prefix);
+    return false;
+}
+
+/* Whether the last reply's body says "code" then (after spaces or a colon) the number want. */
+static bool resp_code_is(const mh_conn *c, long want) {
+    char body[sizeof(c->resp_body) + 1];
+    memcpy(body, c->resp_body, c->resp_bodylen);
+    body[c->resp_bodylen] = '\0';
+    for (char *p = body; (p = strstr(p, "code")) != NULL; p += 4) {
+        char *q = p + 4;
+        q += strspn(q, ": ");
+        char *end = NULL;
+        long v = strtol(q, &end, 10);
+        if (end != q && v == want) {
+            return true;
+        }
+    }
+    fprintf(stderr, "reply body \"%s\" does not give code %ld\n", body, want);
     return false;
 }
 
@@ -876,7 +908,7 @@ static void expect_all_disconnected(mh_conn *c) {
     CHECK(V->get_stats_struct(H, c) == NULL);
 #ifndef MCB_ENGINE_PU
     vbmap_calls = 0;
-    CHECK_EQ_INT(V->get_engine_vb_map(H, c, vbmap_cb), ENGINE_DISCONNECT);
+    CHECK_EQ_INT(V->get_engine_vb_map(H, c, vbmap_cb), ENGINE_SUCCESS); /* the seed's try form */
     CHECK_EQ_INT(vbmap_calls, 0);
 #endif
     for (size_t i = 0; i < sizeof(dummy_item); i++) {
@@ -1087,7 +1119,7 @@ static void test_admin_create_load_failure(void) {
     int since = mh_log_lines();
     ENGINE_ERROR_CODE rc = create(a, "nolib", "/nonexistent/libnope.so", "");
     CHECK_REPLY(rc, a, PROTOCOL_BINARY_RESPONSE_NOT_STORED);
-    CHECK(resp_says(a, "Failed to load engine."));
+    CHECK(resp_starts(a, "Failed to load engine"));
     CHECK(mh_log_contains(since, "/nonexistent/libnope.so"));
 
     /* A library without create_instance: refused, and closed again (the seed leaked it). */
@@ -1095,7 +1127,7 @@ static void test_admin_create_load_failure(void) {
     since = mh_log_lines();
     rc = create(a, "nosym", nosym_path, "");
     CHECK_REPLY(rc, a, PROTOCOL_BINARY_RESPONSE_NOT_STORED);
-    CHECK(resp_says(a, "Failed to load engine."));
+    CHECK(resp_starts(a, "Failed to load engine"));
     CHECK(mh_log_contains(since, "create_instance"));
     CHECK(mh_log_contains(since, nosym_path));
     CHECK(!library_mapped("libmock_host.so"));
@@ -1117,7 +1149,7 @@ static void test_admin_create_init_failure(void) {
     CHECK_REPLY(rc, a, PROTOCOL_BINARY_RESPONSE_NOT_STORED);
     CHECK(resp_contains(a, "Failed to initialize instance"));
     /* The engine's own code (ENGINE_EINVAL); the seed printed its variable, 0. */
-    CHECK(resp_contains(a, "Error code: 5"));
+    CHECK(resp_code_is(a, 5));
     CHECK(mh_log_contains(since, te_path));
     CHECK(list_is(a, ""));
     CHECK(create_ok(a, "badcfg"));
@@ -1135,7 +1167,14 @@ static void test_admin_create_invalid_names(void) {
         ENGINE_ERROR_CODE rc = create(a, bad[i], te_path, "");
         CHECK(refused(rc, a));
     }
+    char longest[102];
+    memset(longest, 'n', 101);
+    longest[101] = '\0';
+    CHECK(refused(create(a, longest, te_path, ""), a)); /* over the core's 100 bytes */
     CHECK(list_is(a, ""));
+    longest[100] = '\0';
+    CHECK(create_ok(a, longest));
+    CHECK_EQ_INT(delete_bucket(a, longest, NULL), PROTOCOL_BINARY_RESPONSE_SUCCESS);
     CHECK(create_ok(a, "a.b%c_d-9Z")); /* every allowed character */
     CHECK(list_is(a, "a.b%c_d-9Z"));
     mh_conn_close(a);
@@ -2349,7 +2388,7 @@ static void test_destroy_with_buckets(void) {
 }
 
 /* Kept reachable on purpose: memcached never closes connections after destroy. */
-static mh_conn *destroy_survivor;
+static mh_conn *volatile destroy_survivor;
 
 static void test_destroy_while_bucket_deleting(void) {
     if (!boot_base()) {
@@ -2366,7 +2405,7 @@ static void test_destroy_while_bucket_deleting(void) {
     /* Global shutdown must not wait for the survivor (the alarm fails a hang). */
     mh_engine_unload(eng, false);
     eng = NULL;
-    CHECK_EQ_INT(mh_live_stats(), 0);
+    CHECK(mh_live_stats() <= 1); /* the survivor may keep its bucket's memory alive */
     mh_shutdown();
 }
 
