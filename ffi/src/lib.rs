@@ -6,6 +6,5 @@
 //!   `libbucket_engine.so`.
 
 pub mod abi;
-mod boundary;
+pub mod boundary;
 pub mod bucket_engine;
-pub mod cache;

@@ -4,15 +4,11 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The library cargo built for this test run: target/<profile>/libbucket_engine.so, next to
-/// target/<profile>/deps/ where this test binary lives.
+/// The library cargo built for this test run, next to this test binary in target/<profile>/deps
+/// (the copy in target/<profile> is only refreshed by `cargo build`).
 fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    let lib = profile_dir.join("libbucket_engine.so");
+    let lib = exe.with_file_name("libbucket_engine.so");
     assert!(lib.exists(), "{} was not built", lib.display());
     lib
 }
