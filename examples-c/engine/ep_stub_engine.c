@@ -7,7 +7,9 @@
  * a failed command can be told from a counted one), and ENGINE_ENOTSUP to anything else. It
  * stores nothing: every item call fails with ENGINE_ENOTSUP. Config: empty, `name=...`, and
  * `slow=true`: initialize then waits until ep_stub_finish_slow_init() is called (a test dlopens
- * this library again to call it) or 30 seconds pass, to show a slow engine warming up.
+ * this library again to call it) or 30 seconds pass, to show a slow engine warming up; and
+ * `probe_extensions=true`: initialize fails (ENGINE_FAILED) unless get_extension hands out a
+ * logger and register_extension refuses a daemon extension, as a bucket engine must.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "engine_abi.h"
@@ -63,6 +65,12 @@ static void slow_init_wait(void) {
     pthread_mutex_unlock(&slow_lock);
 }
 
+static const char *probe_daemon_name(void) {
+    return "ep stub probe";
+}
+
+static EXTENSION_DAEMON_DESCRIPTOR probe_daemon = {.get_name = probe_daemon_name};
+
 static ep_engine *ep(ENGINE_HANDLE *h) {
     return (ep_engine *)h;
 }
@@ -74,10 +82,12 @@ static const engine_info *ep_get_info(ENGINE_HANDLE *h) {
 static ENGINE_ERROR_CODE ep_initialize(ENGINE_HANDLE *h, const char *config) {
     char *name = NULL;
     bool slow = false;
+    bool probe = false;
     if (config != NULL) {
         struct config_item items[] = {
             {.key = "name", .datatype = DT_STRING, .value.dt_string = &name},
             {.key = "slow", .datatype = DT_BOOL, .value.dt_bool = &slow},
+            {.key = "probe_extensions", .datatype = DT_BOOL, .value.dt_bool = &probe},
             {.key = NULL},
         };
         if (ep(h)->server->core->parse_config(config, items, stderr) != 0) {
@@ -88,6 +98,17 @@ static ENGINE_ERROR_CODE ep_initialize(ENGINE_HANDLE *h, const char *config) {
     free(name);
     if (slow) {
         slow_init_wait();
+    }
+    if (probe) {
+        SERVER_EXTENSION_API *ext = ep(h)->server->extension;
+        EXTENSION_LOGGER_DESCRIPTOR *logger = ext->get_extension(EXTENSION_LOGGER);
+        if (logger == NULL || logger->log == NULL) {
+            return ENGINE_FAILED;
+        }
+        logger->log(EXTENSION_LOG_WARNING, NULL, "ep stub: probing extensions");
+        if (ext->register_extension(EXTENSION_DAEMON, &probe_daemon)) {
+            return ENGINE_FAILED;
+        }
     }
     return ENGINE_SUCCESS;
 }
