@@ -81,7 +81,16 @@
  *  - ON_CONNECT, ON_AUTH (auto_create defaults to true; a missing bucket without auto_create
  *    leaves the connection with no bucket) and ON_DISCONNECT as the seed; a disconnect while
  *    an engine holds a reservation frees the connection's state at the last release and drops
- *    its reference to the bucket (the seed leaked both).
+ *    its reference to the bucket (the seed leaked both). When two connections need the same
+ *    auto-created bucket at once, both end up attached to it, even while its engine is still
+ *    initializing (the seed created under its engines lock, so the second found the first's).
+ *  - A slow engine initialize (CREATE) blocks no other connection: attaching, item calls,
+ *    SELECT, LIST, stats and creating another bucket all proceed meanwhile.
+ *  - Engines see the host's logger through get_extension; register_extension refuses; an
+ *    engine's store_engine_specific does not touch the host's slot; a deleted bucket's library
+ *    stays loaded.
+ *  - destroy after create_instance alone, or after a failed initialize, frees what
+ *    create_instance took (the host dlcloses the library then; under valgrind a leak shows).
  */
 #define _GNU_SOURCE
 #include "mock_host.h"

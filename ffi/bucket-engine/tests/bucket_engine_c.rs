@@ -111,8 +111,6 @@ fn suite(prefix: &[&str], timeout_s: u32) -> Output {
 
 fn assert_passed(what: &str, out: &Output) {
     let stdout = String::from_utf8_lossy(&out.stdout);
-    // Always show the per-test lines (cargo captures them unless the test fails).
-    println!("{stdout}");
     assert!(
         out.status.success(),
         "{what} failed ({}):\n{stdout}\n--- stderr ---\n{}",
@@ -124,6 +122,8 @@ fn assert_passed(what: &str, out: &Output) {
         summary.ends_with(" passed, 0 failed"),
         "{what}: unexpected summary {summary:?}"
     );
+    // The per-test lines, for `--nocapture` runs.
+    println!("{stdout}");
 }
 
 #[test]
