@@ -11,7 +11,7 @@
 use criterion::{BenchmarkId, Throughput};
 use mcb_benches::{criterion, print_ratios, results_dir, thread_counts, time_threads};
 use mcb_core::sync::PayloadArc;
-use mcb_core::tiers::{CallOptions, Cache, Level, Loaded, Options, L2};
+use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, L2};
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -81,12 +81,14 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
     let mut group = c.benchmark_group(group_name);
     group.throughput(Throughput::Elements(1));
     let l1 = ours(store(64 << 20, 1), 16);
-    l1.set(&key(1), &CallOptions::default(), Some(1)).expect("room");
+    l1.set(&key(1), &CallOptions::default(), Some(1))
+        .expect("room");
     group.bench_function("l1_hit", |b| b.iter(|| black_box(get(&l1, 1))));
     // One L1 slot, two keys read in turn: every get is an L2 hit and a promotion.
     let l2 = ours(store(64 << 20, 1), 1);
     for k in [1, 2] {
-        l2.set(&key(k), &CallOptions::default(), Some(k)).expect("room");
+        l2.set(&key(k), &CallOptions::default(), Some(k))
+            .expect("room");
     }
     let flip = Cell::new(1);
     group.bench_function("l2_hit", |b| {
@@ -120,7 +122,10 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
         ("l2_hit", "moka_hit"),
         ("l2_hit", "quick_cache_hit"),
     ];
-    let pairs: Vec<_> = pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let pairs: Vec<_> = pairs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
     print_ratios(results, group_name, &pairs);
 }
 
@@ -143,7 +148,9 @@ fn zipf_reads(c: &mut criterion::Criterion, results: &std::path::Path) {
     let moka = moka::sync::Cache::<u64, PayloadArc<u64>>::new(KEYS as u64);
     let quick = quick_cache::sync::Cache::<u64, PayloadArc<u64>>::new(KEYS);
     for k in 0..KEYS as u64 {
-        cache.set(&key(k), &CallOptions::default(), Some(k)).expect("room");
+        cache
+            .set(&key(k), &CallOptions::default(), Some(k))
+            .expect("room");
         moka.insert(k, PayloadArc::new(k));
         quick.insert(k, PayloadArc::new(k));
     }
@@ -168,13 +175,17 @@ fn zipf_reads(c: &mut criterion::Criterion, results: &std::path::Path) {
                 })
             })
         });
-        group.bench_with_input(BenchmarkId::new("quick_cache", threads), &threads, |b, &t| {
-            b.iter_custom(|iters| {
-                time_threads(t, iters, || {
-                    black_box(quick.get(&next_key(trace)));
+        group.bench_with_input(
+            BenchmarkId::new("quick_cache", threads),
+            &threads,
+            |b, &t| {
+                b.iter_custom(|iters| {
+                    time_threads(t, iters, || {
+                        black_box(quick.get(&next_key(trace)));
+                    })
                 })
-            })
-        });
+            },
+        );
         for peer in ["moka", "quick_cache"] {
             pairs.push((format!("ours/{threads}"), format!("{peer}/{threads}")));
         }
@@ -265,7 +276,9 @@ fn hit_ratios(quick_run: bool) {
 
     // Our L2: one shard sized to `capacity` entries; one L1 slot, so L1 hits are negligible.
     let probe = store(1 << 20, 1);
-    ours(probe.clone(), 1).set(&key(0), &CallOptions::default(), Some(0)).expect("room");
+    ours(probe.clone(), 1)
+        .set(&key(0), &CallOptions::default(), Some(0))
+        .expect("room");
     let per_entry = probe.used_bytes();
     let s3fifo = ours(store(per_entry * capacity, 1), 1);
     // Plain LRU: our L1 alone (an L2 too small for anything keeps loads in L1 only).

@@ -353,7 +353,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         }
         let hash = self.l2.hash(self.ns.id, key);
         let stripe = Namespace::stripe(hash);
-        let stale = match self.read_and_promote(key, stripe)? {
+        let stale = match self.read_and_promote(key, stripe, now)? {
             Read::Fresh(hit) => return Ok(Ok(hit)),
             Read::Stale(value) => Some(value),
             Read::Absent => None,
@@ -366,7 +366,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// Reads L2 and promotes a fresh value into L1, tagged with the generation read before.
-    fn read_and_promote(&self, key: &[u8], stripe: usize) -> Result<Read<T>, Error> {
+    fn read_and_promote(&self, key: &[u8], stripe: usize, now: u64) -> Result<Read<T>, Error> {
         // Read before L2: a write that lands after it bumps past this tag, so the copy we are
         // about to keep can only be invalidated, never wrongly kept.
         let mut generation = self.ns.generation(stripe);
@@ -377,7 +377,6 @@ impl<T: Send + Sync + 'static> Cache<T> {
         let Some(Found { key, entry }) = found else {
             return Ok(Read::Absent);
         };
-        let now = self.now();
         if entry.is_stale(now) {
             return Ok(Read::Stale(entry.value));
         }
@@ -474,7 +473,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         let held = self.ns.flights.acquire(key, self.now(), pending.opts.lock);
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
-            if let Read::Fresh(hit) = self.read_and_promote(key, pending.stripe)? {
+            if let Read::Fresh(hit) = self.read_and_promote(key, pending.stripe, self.now())? {
                 return Ok(hit);
             }
         }
