@@ -202,7 +202,9 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// Answers `ops` in order: L1 and L2 hits at once, misses by their loaders, up to
-    /// `concurrency` at a time (this thread included). Every miss's loader runs.
+    /// `concurrency` at a time (this thread included). Every miss's loader runs. A value loaded
+    /// on one of the call's helper threads lands in L2 and that thread's L1, so this thread's
+    /// next get of it is an L2 hit.
     pub fn get_bulk(
         &self,
         ops: Vec<BulkOp<'_, T>>,
