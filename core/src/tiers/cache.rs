@@ -344,7 +344,6 @@ impl<T: Send + Sync + 'static> Cache<T> {
 
     /// L1 then L2: a hit, or what the loader needs to know.
     fn lookup(&self, key: &[u8], opts: &CallOptions) -> Result<Result<Hit<T>, Pending<T>>, Error> {
-        let opts = self.opts.resolve(opts)?;
         let now = self.now();
         let generation = |stripe| self.ns.generation(stripe);
         if let Some(value) = self.with_l1(|l1| l1.get(key, now, generation)) {
@@ -353,6 +352,8 @@ impl<T: Send + Sync + 'static> Cache<T> {
                 level: Level::L1,
             }));
         }
+        // Checked past L1, as the seed does: an L1 hit needs none of them.
+        let opts = self.opts.resolve(opts)?;
         let hash = self.l2.hash(self.ns.id, key);
         let stripe = Namespace::stripe(hash);
         let stale = match self.read_and_promote(key, stripe, now)? {
