@@ -339,7 +339,7 @@ impl<T: Send + Sync> L2<T> {
             for bucket in shard.buckets.iter() {
                 let mut link = bucket;
                 loop {
-                    // Acquire: as in `find` (writers hold the lock, but reuse readers' order).
+                    // Acquire: pairs with the Release stores in `insert` and `unlink`, as in `find`.
                     let cur = link.load(Ordering::Acquire, &guard);
                     // SAFETY: as in `insert`.
                     let Some(node) = (unsafe { cur.as_ref() }) else {
