@@ -693,3 +693,34 @@ fn a_miss_store_keeps_negative_entries_apart() {
     cache.delete(b"k");
     assert_eq!(l2.used_bytes(), 0);
 }
+
+#[test]
+fn threads_hammering_a_small_store_never_see_another_keys_value() {
+    let l2 = store(4 << 10);
+    let cache = Cache::new("stress", l2.clone(), options(&Clock::manual())).unwrap();
+    thread::scope(|s| {
+        for t in 0..4u64 {
+            let cache = &cache;
+            s.spawn(move || {
+                let mut x = t + 1;
+                for _ in 0..5_000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let k = format!("k{}", x % 97);
+                    match x % 5 {
+                        0 => cache.delete(k.as_bytes()),
+                        1 => cache
+                            .set(k.as_bytes(), &CallOptions::default(), Some(k.clone()))
+                            .unwrap(),
+                        _ => {
+                            let (v, _) = get(cache, &k, value(&k)).unwrap();
+                            assert_eq!(v.as_deref(), Some(k.as_str()), "another key's value");
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert!(l2.used_bytes() <= l2.capacity_bytes());
+}
