@@ -495,9 +495,13 @@ fn bulk_answers_in_order_and_runs_every_miss_loader() {
             },
         ];
         for key in &keys {
+            let ttl = (key == "m0").then_some(Duration::from_secs(7));
             ops.push(BulkOp {
                 key: key.as_bytes(),
-                opts: CallOptions::default(),
+                opts: CallOptions {
+                    ttl,
+                    ..CallOptions::default()
+                },
                 loader: Some(Box::new(move || {
                     // Relaxed: counted after the bulk call returns (threads joined).
                     runs.fetch_add(1, Ordering::Relaxed);
@@ -517,6 +521,13 @@ fn bulk_answers_in_order_and_runs_every_miss_loader() {
         for (i, key) in keys.iter().enumerate() {
             assert_eq!(flat[4 + i], got(key, Level::L3));
         }
+        let remaining = |key: &str| cache.peek(key.as_bytes(), false).unwrap().remaining;
+        assert_eq!(remaining("m0"), Some(Duration::from_secs(7)), "per-op ttl");
+        assert_eq!(
+            remaining("m1"),
+            Some(Duration::from_secs(30)),
+            "the cache's ttl"
+        );
         // Relaxed: see above.
         assert_eq!(runs.load(Ordering::Relaxed), 5, "concurrency {concurrency}");
     }
