@@ -6,7 +6,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 /// Runs `body`; if it panics, returns `on_panic` instead. A closure rather than a macro, so that
 /// rustfmt and the compiler see ordinary code.
-pub(crate) fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
+pub fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
     // AssertUnwindSafe: after a panic we only return `on_panic`; state the body touched is
     // either behind our own non-poisoning locks (kept consistent by their users) or abandoned.
     panic::catch_unwind(AssertUnwindSafe(body)).unwrap_or(on_panic)

@@ -1,6 +1,10 @@
 //! The C boundary: thin functions that check what C hands them, call `mcb_core`, and map the
-//! results to codes. The bucket engine ABI lands with the ffi issue.
+//! results to codes.
+//!
+//! - [`abi`]: `#[repr(C)]` mirrors of memcached's engine interface v1.
+//! - [`bucket_engine`]: the drop-in bucket engine; `ffi/bucket-engine` exports it as
+//!   `libbucket_engine.so`.
 
 pub mod abi;
-mod boundary;
-pub mod cache;
+pub mod boundary;
+pub mod bucket_engine;

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use abi_common::{build, Raw};
-use bucket_engine::abi::*;
+use mcb_ffi::abi::*;
 
 fn run(program: &str, args: &[&Path]) -> Output {
     let path = build().join(program);

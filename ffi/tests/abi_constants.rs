@@ -6,7 +6,7 @@
 mod abi_common;
 
 use abi_common::Raw;
-use bucket_engine::abi::*;
+use mcb_ffi::abi::*;
 
 macro_rules! c {
     ($name:ident, $value:expr) => {

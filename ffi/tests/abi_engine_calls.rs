@@ -20,7 +20,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use abi_common::build;
-use bucket_engine::abi::*;
+use mcb_ffi::abi::*;
 
 /// A dlopen'ed library, closed on drop.
 struct Lib(*mut c_void);

@@ -16,6 +16,7 @@ pub mod name;
 mod registry;
 mod shutdown;
 mod state;
+pub mod topkeys;
 
 pub use config::Config;
 pub use connection::{Connection, Fate, ReserveError};

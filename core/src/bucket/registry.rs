@@ -273,7 +273,8 @@ impl<V: Env> Registry<V> {
         let left: Vec<_> = {
             let mut closed = inner.writer.lock();
             *closed = true;
-            inner.write(|map| map.drain().map(|(_, h)| h).collect())
+            // `take` leaves a map that owns no allocation behind.
+            inner.write(|map| std::mem::take(map).into_values().collect())
         };
         for handle in left.iter().chain(inner.default.iter()) {
             if handle.claim_for_destroy() {
@@ -282,6 +283,8 @@ impl<V: Env> Registry<V> {
         }
         // The map's references (the default bucket's is the registry's own, kept with it).
         left.iter().for_each(|h| h.release());
+        drop(left);
+        inner.domain.flush();
     }
 }
 

@@ -5,7 +5,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-use bucket_engine::abi::*;
+use mcb_ffi::abi::*;
 
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;

@@ -1,46 +1,13 @@
 //! L1 and L2 hits allocate nothing: a global allocator counts this thread's allocations.
 
+#![cfg(not(mcb_loom))] // real threads and std atomics
+
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::{Cache, CallOptions, Clock, Level, Loaded, Options, L2};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; the counter is a const-initialised thread-local,
-// which itself never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use mcb_model_tests::alloc::{allocations_during as allocations, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-/// Allocations made by this thread while `f` runs.
-fn allocations(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    f();
-    ALLOCATIONS.with(Cell::get) - before
-}
 
 fn cache(l1_capacity: usize) -> Cache<u64> {
     let l2 = PayloadArc::new(L2::with_shards(1 << 20, 4).unwrap());

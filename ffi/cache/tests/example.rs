@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where `cargo test` just built `libbucket_engine.so`: next to this test binary (the copy in
+/// Where `cargo test` just built `libmcb_cache.so`: next to this test binary (the copy in
 /// `target/<profile>` is only refreshed by `cargo build`).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
@@ -28,13 +28,13 @@ fn run(command: &mut Command) {
 fn the_c_examples_run_clean() {
     let lib = lib_dir();
     assert!(
-        lib.join("libbucket_engine.so").exists(),
-        "no libbucket_engine.so in {}",
+        lib.join("libmcb_cache.so").exists(),
+        "no libmcb_cache.so in {}",
         lib.display()
     );
     let out = std::env::temp_dir().join(format!("mcb_cache_examples_{}", std::process::id()));
     std::fs::create_dir_all(&out).expect("temp dir");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples-c/cache");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples-c/cache");
     // A missing `make` or C compiler fails here, loudly.
     run(Command::new("make")
         .arg("-s")

@@ -1,23 +1,23 @@
-//! The committed C header of the cache tiers is what cbindgen makes of `ffi/src/cache.rs`, and
+//! The committed C header of the cache tiers is what cbindgen makes of `ffi/cache/src/lib.rs`, and
 //! it compiles on its own with warnings as errors.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn ffi_dir() -> &'static Path {
+fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn header_path() -> PathBuf {
-    ffi_dir().join("../include/mcb_cache.h")
+    crate_dir().join("../../include/mcb_cache.h")
 }
 
 fn generate() -> String {
-    let config = cbindgen::Config::from_file(ffi_dir().join("cbindgen.toml")).expect("config");
+    let config = cbindgen::Config::from_file(crate_dir().join("cbindgen.toml")).expect("config");
     let mut out = Vec::new();
     cbindgen::Builder::new()
         .with_config(config)
-        .with_src(ffi_dir().join("src/cache.rs"))
+        .with_src(crate_dir().join("src/lib.rs"))
         .generate()
         .expect("cbindgen")
         .write(&mut out);
@@ -34,7 +34,7 @@ fn the_committed_header_is_current() {
     assert!(
         committed == fresh,
         "include/mcb_cache.h is stale; regenerate it with:\n    \
-         MCB_BLESS_HEADER=1 cargo test -p mcb-ffi --test cache_header"
+         MCB_BLESS_HEADER=1 cargo test -p mcb-cache --test header"
     );
 }
 
@@ -58,7 +58,7 @@ fn the_header_compiles_alone_with_warnings_as_errors() {
             "-fsyntax-only",
             "-I",
         ])
-        .arg(ffi_dir().join("../include"))
+        .arg(crate_dir().join("../../include"))
         .arg(&source)
         .status()
         .expect("a C compiler (`cc`) is required to test the C header");

@@ -1,0 +1,163 @@
+//! Runs the bucket engine's C conformance suite (`examples-c/engine/bucket_conformance.c`)
+//! against the `libbucket_engine.so` this crate builds:
+//!
+//! - the suite on its own: every test in a child process of its own, one line per test, exit
+//!   status 0 only when all passed;
+//! - the suite again under valgrind memcheck (leaks and errors fail the test that made them;
+//!   valgrind follows the suite's forks) when valgrind is on PATH. A local run without it says
+//!   so; a run with `CI` set fails instead (.ci/run installs it).
+//!
+//! The harness is built with make, in the variant matching this crate's features (`engine-pu`
+//! builds with `ENGINE_PU=1`), holding the same lock file as the `abi_*` tests of `mcb-ffi`
+//! (`examples-c/build/.make.lock`, through flock(1)) so that parallel test binaries never run
+//! make in the same tree at once. A missing make or C compiler is a failure, not a skip. The
+//! cdylib is the one cargo built for this test run: `target/<profile>/`, next to the `deps/`
+//! directory holding this test binary. `BUCKET_CONFORMANCE_ARGS` (space-separated test names)
+//! narrows a run while debugging.
+#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Builds the C harness once per test binary and returns its build directory.
+fn build() -> &'static Path {
+    static BUILD: OnceLock<PathBuf> = OnceLock::new();
+    BUILD.get_or_init(|| {
+        let (name, args): (&str, &[&str]) = if cfg!(feature = "engine-pu") {
+            ("engine-pu", &["ENGINE_PU=1"])
+        } else {
+            ("v2.5.1", &[])
+        };
+        let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples-c/engine");
+        let build_root = harness.join("../build");
+        std::fs::create_dir_all(&build_root).expect("create examples-c/build");
+        let lock = build_root.join(".make.lock");
+        let have_flock = Command::new("flock")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let mut make = if have_flock {
+            let mut c = Command::new("flock");
+            c.arg(&lock).arg("make");
+            c
+        } else {
+            Command::new("make")
+        };
+        let out = make
+            .arg("-s")
+            .arg("-C")
+            .arg(&harness)
+            .args(args)
+            .arg("all")
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run make ({e}): the C harness needs make and a C compiler (cc)")
+            });
+        assert!(
+            out.status.success(),
+            "building the C harness failed (make -C {} {}):\n{}{}",
+            harness.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        build_root.join(format!("engine-{name}"))
+    })
+}
+
+/// `target/<profile>/libbucket_engine.so`, from `target/<profile>/deps/<this test>`.
+fn bucket_engine_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test binary lives in target/<profile>/deps");
+    let lib = profile_dir.join("libbucket_engine.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: `cargo test -p mcb-ffi` builds the cdylib next to deps/",
+        lib.display()
+    );
+    lib
+}
+
+fn selected_tests() -> Vec<String> {
+    std::env::var("BUCKET_CONFORMANCE_ARGS")
+        .map(|s| s.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+fn suite(prefix: &[&str], timeout_s: u32) -> Output {
+    let program = build().join("bucket_conformance");
+    let (first, rest) = match prefix.split_first() {
+        Some((first, rest)) => (PathBuf::from(first), rest),
+        None => (program.clone(), &[][..]),
+    };
+    let mut cmd = Command::new(first);
+    cmd.args(rest);
+    if !prefix.is_empty() {
+        cmd.arg(&program);
+    }
+    cmd.arg(bucket_engine_lib())
+        .arg(build().join("libtest_engine.so"))
+        .args(selected_tests())
+        .env("BUCKET_CONFORMANCE_TIMEOUT", timeout_s.to_string())
+        .env_remove("MEMCACHED_TOP_KEYS")
+        .env_remove("BUCKET_ENGINE_DIABLE_AUTH_PHASE");
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()))
+}
+
+fn assert_passed(what: &str, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{stdout}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let summary = stdout.lines().last().unwrap_or_default();
+    assert!(
+        summary.ends_with(" passed, 0 failed"),
+        "{what}: unexpected summary {summary:?}"
+    );
+    // The per-test lines, for `--nocapture` runs.
+    println!("{stdout}");
+}
+
+#[test]
+fn bucket_engine_conformance_suite_passes() {
+    let out = suite(&[], 120);
+    assert_passed("bucket_conformance", &out);
+}
+
+#[test]
+fn bucket_engine_conformance_is_clean_under_valgrind() {
+    let found = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "valgrind is not on PATH but CI is set: .ci/run installs it"
+        );
+        eprintln!(
+            "SKIPPED bucket_engine_conformance_is_clean_under_valgrind: valgrind not on PATH \
+             (CI runs it)"
+        );
+        return;
+    }
+    let out = suite(
+        &[
+            "valgrind",
+            "--quiet",
+            "--error-exitcode=1",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite,possible",
+        ],
+        600,
+    );
+    assert_passed("bucket_conformance under valgrind memcheck", &out);
+}

@@ -1,0 +1,299 @@
+//! The host (memcached) as the bucket engine sees it: copies of the host's API tables, checked
+//! wrappers around the calls we make into them, and the server API we hand to the engines we
+//! load, whose callback, extension and cookie tables are our own.
+//!
+//! Every table is copied by value once, at `create_instance`, after checking its pointer: we
+//! never read more of a host structure than its type (the one the `engine-pu` feature selects)
+//! says the host provided, and never keep a pointer into host memory we did not check.
+
+use super::conn;
+use crate::abi::*;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::ptr;
+
+/// Why the host's server API could not be used.
+#[derive(Debug)]
+pub(crate) struct BadHost(&'static str);
+
+impl std::fmt::Display for BadHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// The host's tables (copies) and the tables our own engines get.
+pub(crate) struct Host {
+    core: SERVER_CORE_API,
+    stat: SERVER_STAT_API,
+    callback: SERVER_CALLBACK_API,
+    cookie: SERVER_COOKIE_API,
+    logger: *mut EXTENSION_LOGGER_DESCRIPTOR,
+    /// What engines loaded by the bucket engine get from `get_server_api`; its table pointers
+    /// point at the `inner_*` fields below (the struct lives in a leaked box, so they stay put).
+    inner: SERVER_HANDLE_V1,
+    inner_core: SERVER_CORE_API,
+    inner_stat: SERVER_STAT_API,
+    inner_callback: SERVER_CALLBACK_API,
+    inner_extension: SERVER_EXTENSION_API,
+    inner_cookie: SERVER_COOKIE_API,
+}
+
+// SAFETY: after construction every field is read-only; the raw pointers point at the host's
+// process-lifetime tables and functions (memcached never frees them), which are themselves
+// safe to call from any thread (memcached's contract with engines).
+unsafe impl Send for Host {}
+// SAFETY: as for `Send`: immutable after construction.
+unsafe impl Sync for Host {}
+
+/// Copies `*table` if the host provided it.
+///
+/// # Safety
+/// `table` is NULL or points at a live `T` (the host's contract for its API tables).
+unsafe fn copy<T: Copy>(table: *const T, what: &'static str) -> Result<T, BadHost> {
+    if table.is_null() {
+        return Err(BadHost(what));
+    }
+    // SAFETY: non-null, and the caller vouches that it points at a live `T`.
+    Ok(unsafe { *table })
+}
+
+impl Host {
+    /// Copies the host's server API (from `get_server_api`) into a new, leaked `Host`.
+    ///
+    /// # Safety
+    /// `server` is NULL or points at the host's `SERVER_HANDLE_V1`, whose table pointers are
+    /// NULL or point at live tables, for the life of the process.
+    pub(crate) unsafe fn adopt(server: *mut SERVER_HANDLE_V1) -> Result<&'static Host, BadHost> {
+        // SAFETY: the caller's contract.
+        let top = unsafe { copy(server, "get_server_api returned NULL")? };
+        if top.interface != 1 {
+            return Err(BadHost("the server API is not version 1"));
+        }
+        // SAFETY: the caller's contract covers the tables `top` points at (this and below).
+        let core = unsafe { copy(top.core, "the server has no core API")? };
+        // SAFETY: as above.
+        let stat = unsafe { copy(top.stat, "the server has no stat API")? };
+        // SAFETY: as above.
+        let extension = unsafe { copy(top.extension, "the server has no extension API")? };
+        // SAFETY: as above.
+        let callback = unsafe { copy(top.callback, "the server has no callback API")? };
+        // SAFETY: as above.
+        let cookie = unsafe { copy(top.cookie, "the server has no cookie API")? };
+        if cookie.get_engine_specific.is_none()
+            || cookie.store_engine_specific.is_none()
+            || callback.register_callback.is_none()
+            || core.parse_config.is_none()
+        {
+            return Err(BadHost(
+                "the server API lacks a function the bucket engine needs",
+            ));
+        }
+        let logger = match extension.get_extension {
+            // SAFETY: a host function from a checked table; EXTENSION_LOGGER is a valid type.
+            Some(get) => unsafe { get(EXTENSION_LOGGER) }.cast::<EXTENSION_LOGGER_DESCRIPTOR>(),
+            None => ptr::null_mut(),
+        };
+        let host = Box::leak(Box::new(Host {
+            core,
+            stat,
+            callback,
+            cookie,
+            logger,
+            inner: top,
+            inner_core: core,
+            inner_stat: stat,
+            inner_callback: SERVER_CALLBACK_API {
+                register_callback: Some(conn::engine_register_callback),
+                perform_callbacks: Some(engine_perform_callbacks),
+            },
+            inner_extension: SERVER_EXTENSION_API {
+                register_extension: Some(engine_register_extension),
+                unregister_extension: Some(engine_unregister_extension),
+                get_extension: extension.get_extension,
+            },
+            inner_cookie: SERVER_COOKIE_API {
+                store_engine_specific: Some(conn::engine_store_engine_specific),
+                get_engine_specific: Some(conn::engine_get_engine_specific),
+                reserve: Some(conn::engine_reserve_cookie),
+                release: Some(conn::engine_release_cookie),
+                ..cookie
+            },
+        }));
+        host.inner.core = &mut host.inner_core;
+        host.inner.stat = &mut host.inner_stat;
+        host.inner.callback = &mut host.inner_callback;
+        host.inner.extension = &mut host.inner_extension;
+        host.inner.cookie = &mut host.inner_cookie;
+        Ok(host)
+    }
+
+    /// The server API our engines see.
+    pub(crate) fn inner_server(&'static self) -> *mut SERVER_HANDLE_V1 {
+        ptr::from_ref(&self.inner).cast_mut()
+    }
+
+    /// Logs `message` through the host's logger extension (stderr if it has none).
+    pub(crate) fn log(&self, level: EXTENSION_LOG_LEVEL, message: &str) {
+        let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+        // SAFETY: `logger` came from the host's get_extension(EXTENSION_LOGGER); when not NULL
+        // it points at a descriptor that lives as long as the host. "%s" with one C string
+        // matches the variadic contract.
+        let logger = unsafe { self.logger.as_ref() };
+        match logger.and_then(|l| l.log) {
+            // SAFETY: see above; `text` outlives the call.
+            Some(log) => unsafe { log(level, ptr::null(), c"%s".as_ptr(), text.as_ptr()) },
+            None => eprintln!("bucket_engine: {message}"),
+        }
+    }
+
+    /// The host's clock (seconds since it started).
+    pub(crate) fn current_time(&self) -> rel_time_t {
+        // SAFETY: a host function from a checked table, no arguments.
+        self.core.get_current_time.map_or(0, |f| unsafe { f() })
+    }
+
+    /// Parses `config` into `items` (NULL-key terminated) with the host's `parse_config`.
+    ///
+    /// # Safety
+    /// `items` follows `parse_config`'s contract: a table ending in a NULL key whose value
+    /// pointers point at live storage of the item's datatype.
+    pub(crate) unsafe fn parse_config(&self, config: &CString, items: &mut [config_item]) -> c_int {
+        debug_assert!(items.last().is_some_and(|i| i.key.is_null()));
+        let parse = self.core.parse_config.expect("checked at adopt");
+        // SAFETY: `config` is NUL-terminated; `items` per the caller; a NULL error stream
+        // makes the host keep quiet (we log ourselves).
+        unsafe { parse(config.as_ptr(), items.as_mut_ptr(), ptr::null_mut()) }
+    }
+
+    /// The host's per-connection slot (where our connection state lives).
+    pub(crate) fn get_engine_specific(&self, cookie: *const c_void) -> *mut c_void {
+        if cookie.is_null() {
+            return ptr::null_mut();
+        }
+        let get = self.cookie.get_engine_specific.expect("checked at adopt");
+        // SAFETY: a non-NULL cookie the host handed us for this connection.
+        unsafe { get(cookie) }
+    }
+
+    /// Sets the host's per-connection slot.
+    pub(crate) fn store_engine_specific(&self, cookie: *const c_void, value: *mut c_void) {
+        if cookie.is_null() {
+            return;
+        }
+        let store = self.cookie.store_engine_specific.expect("checked at adopt");
+        // SAFETY: as in `get_engine_specific`.
+        unsafe { store(cookie, value) }
+    }
+
+    /// The SASL user name of a connection, if authenticated.
+    pub(crate) fn username(&self, cookie: *const c_void) -> Option<String> {
+        let get = self.cookie.get_auth_data?;
+        if cookie.is_null() {
+            return None;
+        }
+        let mut data = auth_data_t {
+            username: ptr::null(),
+            config: ptr::null(),
+        };
+        // SAFETY: a host cookie and a live out-parameter.
+        unsafe { get(cookie, &mut data) };
+        // SAFETY: the host returns NULL or a NUL-terminated string valid during this call.
+        unsafe { c_str(data.username) }
+    }
+
+    /// memcached's `notify_io_complete`: wakes a connection parked on EWOULDBLOCK.
+    pub(crate) fn notify_io_complete(&self, cookie: *const c_void, status: ENGINE_ERROR_CODE) {
+        if let (Some(notify), false) = (self.cookie.notify_io_complete, cookie.is_null()) {
+            // SAFETY: a host cookie of a connection that is waiting for this notification.
+            unsafe { notify(cookie, status) }
+        }
+    }
+
+    /// The host's own `reserve` (after we counted the reservation).
+    pub(crate) fn reserve(&self, cookie: *const c_void) -> ENGINE_ERROR_CODE {
+        match self.cookie.reserve {
+            // SAFETY: a host cookie, passed through from the engine that reserves it.
+            Some(reserve) => unsafe { reserve(cookie) },
+            None => ENGINE_SUCCESS,
+        }
+    }
+
+    /// The host's own `release`.
+    pub(crate) fn release(&self, cookie: *const c_void) -> ENGINE_ERROR_CODE {
+        match self.cookie.release {
+            // SAFETY: a reserved host cookie, passed through from the engine releasing it.
+            Some(release) => unsafe { release(cookie) },
+            None => ENGINE_SUCCESS,
+        }
+    }
+
+    /// Registers one of our event handlers with the host.
+    pub(crate) fn register_callback(
+        &self,
+        engine: *mut ENGINE_HANDLE,
+        event: ENGINE_EVENT_TYPE,
+        callback: EVENT_CALLBACK,
+        data: *const c_void,
+    ) {
+        let register = self.callback.register_callback.expect("checked at adopt");
+        // SAFETY: our own handle and handler; `data` is the leaked instance, valid forever.
+        unsafe { register(engine, event, callback, data) }
+    }
+
+    /// A per-bucket stats object from the host (`new_stats`), NULL if it has none.
+    pub(crate) fn new_stats(&self) -> *mut c_void {
+        // SAFETY: a host function from a checked table, no arguments.
+        self.stat
+            .new_stats
+            .map_or(ptr::null_mut(), |f| unsafe { f() })
+    }
+
+    /// Gives a `new_stats` object back.
+    pub(crate) fn release_stats(&self, stats: *mut c_void) {
+        if let (Some(release), false) = (self.stat.release_stats, stats.is_null()) {
+            // SAFETY: `stats` came from this host's `new_stats` and is released once.
+            unsafe { release(stats) }
+        }
+    }
+}
+
+/// A C string from the host as an owned Rust string (lossy), or `None` for NULL.
+///
+/// # Safety
+/// `s` is NULL or points at a NUL-terminated string valid for the duration of the call.
+pub(crate) unsafe fn c_str(s: *const c_char) -> Option<String> {
+    if s.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract.
+    let bytes = unsafe { std::ffi::CStr::from_ptr(s) };
+    Some(bytes.to_string_lossy().into_owned())
+}
+
+/// Engines may not register extensions (the seed's rule): they would outlive their bucket.
+unsafe extern "C" fn engine_register_extension(_type: extension_type_t, _ext: *mut c_void) -> bool {
+    crate::boundary::guard(false, || {
+        super::log_warning("Extension support isn't implemented in this version of bucket_engine");
+        false
+    })
+}
+
+/// Nothing can have been registered, so there is nothing to unregister.
+unsafe extern "C" fn engine_unregister_extension(_type: extension_type_t, _ext: *mut c_void) {
+    crate::boundary::guard((), || {
+        super::log_warning(
+            "An engine tried to unregister an extension it could not have registered",
+        );
+    })
+}
+
+/// Engines may not fire server events (the seed aborted; we log and ignore).
+unsafe extern "C" fn engine_perform_callbacks(
+    _type: ENGINE_EVENT_TYPE,
+    _data: *const c_void,
+    _cookie: *const c_void,
+) {
+    crate::boundary::guard((), || {
+        super::log_warning("perform_callbacks is not available to engines inside bucket_engine");
+    })
+}

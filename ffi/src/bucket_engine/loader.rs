@@ -1,0 +1,281 @@
+//! Engines loaded from shared libraries: the `core` `Engine` and `Env` for the C world.
+//!
+//! A bucket's engine is loaded as memcached would load it: `dlopen(RTLD_NOW | RTLD_LOCAL)`,
+//! `create_instance(1, get_server_api, &handle)`. Every failure is logged with the path and the
+//! reason, and the library is closed on every error path (the seed leaked it when `dlsym`
+//! failed). A library whose engine was created stays loaded for good: an engine may keep
+//! connections reserved past its destroy and may have registered callbacks with the host, so
+//! unloading it would leave pointers into unmapped code (the seed's reason).
+
+use super::host::Host;
+use crate::abi::*;
+use mcb_core::bucket::topkeys::TopKeys;
+use mcb_core::bucket::{Engine, Env};
+use std::ffi::{c_void, CString};
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+/// A host cookie, as the core's connection identity.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Cookie(pub(crate) *const c_void);
+
+// SAFETY: a cookie is an opaque token the host gives us; we only hand it back to the host and
+// to engines, which may use it from any thread (memcached's contract).
+unsafe impl Send for Cookie {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Cookie {}
+
+/// The ON_DISCONNECT handler an engine registered through our callback API.
+#[derive(Clone, Copy)]
+struct Disconnect {
+    callback: unsafe extern "C" fn(*const c_void, ENGINE_EVENT_TYPE, *const c_void, *const c_void),
+    data: usize,
+}
+
+/// Where an engine's ON_DISCONNECT registration lands, found by its `ENGINE_HANDLE` pointer
+/// (engines register during `initialize`, and only know their own handle).
+#[derive(Default)]
+struct DisconnectSlot(OnceLock<Disconnect>);
+
+/// Engine handle address to its slot. A short list (one entry per loaded engine) scanned only at
+/// registration: a plain vector, whose buffer a leak checker sees as reachable at exit.
+type Slots = Mutex<Vec<(usize, Arc<DisconnectSlot>)>>;
+
+fn slots() -> &'static Slots {
+    static SLOTS: OnceLock<Slots> = OnceLock::new();
+    SLOTS.get_or_init(Slots::default)
+}
+
+/// Records an engine's ON_DISCONNECT handler; false if the handle is not one of ours.
+pub(crate) fn register_disconnect(
+    engine: *mut ENGINE_HANDLE,
+    callback: EVENT_CALLBACK,
+    data: *const c_void,
+) -> bool {
+    let Some(callback) = callback else {
+        return false;
+    };
+    let slots = slots().lock().unwrap_or_else(PoisonError::into_inner);
+    let Some((_, slot)) = slots.iter().find(|(e, _)| *e == engine as usize) else {
+        return false;
+    };
+    // A second registration keeps the first, as one handler per engine is all the seed keeps.
+    let _ = slot.0.set(Disconnect {
+        callback,
+        data: data as usize,
+    });
+    true
+}
+
+/// One bucket's engine, loaded from a shared library.
+pub(crate) struct DlEngine {
+    handle: *mut ENGINE_HANDLE,
+    /// The engine's function table, copied (and its required slots checked) at load.
+    pub(crate) v1: ENGINE_HANDLE_V1,
+    path: String,
+    /// The seed disables TAP for memcached's default engine.
+    pub(crate) tap_disabled: bool,
+    /// The TAP iterator the engine last handed out (the seed keeps one per bucket).
+    pub(crate) tap_iterator: AtomicUsize,
+    disconnect: Arc<DisconnectSlot>,
+    /// The host's per-bucket stats object (`new_stats`), for `aggregate_stats`.
+    pub(crate) stats: *mut c_void,
+    pub(crate) topkeys: Option<TopKeys>,
+    host: &'static Host,
+}
+
+// SAFETY: the engine handle and its table are used from any thread, as memcached does (engines
+// are thread-safe by contract); `stats` is only handed back to the host.
+unsafe impl Send for DlEngine {}
+// SAFETY: as for `Send`; our own fields are immutable or atomic.
+unsafe impl Sync for DlEngine {}
+
+impl DlEngine {
+    /// The engine's handle, for calls through `v1`.
+    #[inline]
+    pub(crate) fn raw_handle(&self) -> *mut ENGINE_HANDLE {
+        self.handle
+    }
+}
+
+impl Drop for DlEngine {
+    fn drop(&mut self) {
+        self.host.release_stats(self.stats);
+        slots()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(e, _)| *e != self.handle as usize);
+    }
+}
+
+impl Engine for DlEngine {
+    type Cookie = Cookie;
+
+    fn initialize(&self, config: &str) -> Result<(), String> {
+        let config = CString::new(config).map_err(|_| "config holds a NUL byte".to_owned())?;
+        let init = self.v1.initialize.expect("checked at load");
+        // SAFETY: the engine's own handle and slot; a NUL-terminated config.
+        let rc = unsafe { init(self.handle, config.as_ptr()) };
+        if rc == ENGINE_SUCCESS {
+            Ok(())
+        } else {
+            // The seed printed the wrong variable here; this is the engine's own code.
+            Err(format!("{} returned error code {}", self.path, rc.0))
+        }
+    }
+
+    fn destroy(&self, force: bool) {
+        let destroy = self.v1.destroy.expect("checked at load");
+        // SAFETY: called once, when no call is inside (the core's lifecycle).
+        unsafe { destroy(self.handle, force) }
+    }
+
+    fn disconnect(&self, cookie: Cookie) {
+        if let Some(d) = self.disconnect.0.get() {
+            // SAFETY: the handler and data the engine registered for ON_DISCONNECT.
+            unsafe {
+                (d.callback)(
+                    cookie.0,
+                    ON_DISCONNECT,
+                    ptr::null(),
+                    d.data as *const c_void,
+                )
+            }
+        }
+    }
+}
+
+/// Loads engines for the registry and tells connections when their delete completed.
+pub(crate) struct DlEnv {
+    pub(crate) host: &'static Host,
+    pub(crate) topkeys: usize,
+}
+
+impl Env for DlEnv {
+    type Engine = DlEngine;
+
+    fn load(&self, spec: &str) -> Result<DlEngine, String> {
+        load(self.host, spec, self.topkeys).inspect_err(|why| {
+            self.host.log(EXTENSION_LOG_WARNING, why);
+        })
+    }
+
+    fn notify_deleted(&self, cookie: Cookie) {
+        self.host.notify_io_complete(cookie.0, ENGINE_SUCCESS);
+    }
+}
+
+/// Closes a library on an error path.
+struct Library(*mut c_void);
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        // SAFETY: a handle from dlopen, closed once, and no engine of it was created.
+        unsafe { libc::dlclose(self.0) };
+    }
+}
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl call.
+    unsafe { super::host::c_str(libc::dlerror()) }.unwrap_or_else(|| "unknown error".into())
+}
+
+fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, String> {
+    if path.is_empty() {
+        return Err("Failed to load engine: no engine path".into());
+    }
+    let cpath = CString::new(path)
+        .map_err(|_| format!("Failed to open library \"{path}\": NUL in path"))?;
+    // SAFETY: a NUL-terminated path; the flags are valid.
+    let dl = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if dl.is_null() {
+        return Err(format!("Failed to open library \"{path}\": {}", dlerror()));
+    }
+    let library = Library(dl);
+    // SAFETY: a live handle and a NUL-terminated symbol name.
+    let symbol = unsafe { libc::dlsym(library.0, c"create_instance".as_ptr()) };
+    if symbol.is_null() {
+        return Err(format!(
+            "Could not find symbol \"create_instance\" in {path}: {}",
+            dlerror()
+        ));
+    }
+    // SAFETY: memcached's contract for engine libraries: `create_instance` has this signature.
+    let create: unsafe extern "C" fn(
+        u64,
+        GET_SERVER_API,
+        *mut *mut ENGINE_HANDLE,
+    ) -> ENGINE_ERROR_CODE = unsafe { std::mem::transmute::<*mut c_void, _>(symbol) };
+    let mut handle: *mut ENGINE_HANDLE = ptr::null_mut();
+    // SAFETY: version 1, our get_server_api, a live out-parameter.
+    let rc = unsafe { create(1, Some(super::engine_get_server_api), &mut handle) };
+    if rc != ENGINE_SUCCESS || handle.is_null() {
+        return Err(format!(
+            "Failed to create instance of {path}. Error code: {}",
+            rc.0
+        ));
+    }
+    // SAFETY: a non-NULL handle from create_instance points at the engine's handle.
+    let interface = unsafe { (*handle).interface };
+    if interface != 1 {
+        return Err(format!(
+            "{path} created an engine of interface {interface}, not 1"
+        ));
+    }
+    // SAFETY: an interface-1 handle is an ENGINE_HANDLE_V1 (memcached's contract).
+    let v1 = unsafe { *handle.cast::<ENGINE_HANDLE_V1>() };
+    let required = [
+        v1.initialize.is_some(),
+        v1.destroy.is_some(),
+        v1.allocate.is_some(),
+        v1.remove.is_some(),
+        v1.release.is_some(),
+        v1.get.is_some(),
+        v1.store.is_some(),
+        v1.arithmetic.is_some(),
+        v1.flush.is_some(),
+        v1.get_stats.is_some(),
+        v1.reset_stats.is_some(),
+        v1.unknown_command.is_some(),
+        v1.item_set_cas.is_some(),
+        v1.get_item_info.is_some(),
+    ];
+    if required.contains(&false) {
+        // Its engine exists now: the library must stay loaded (it may have registered things).
+        std::mem::forget(library);
+        return Err(format!("{path} lacks a required engine function"));
+    }
+    std::mem::forget(library); // loaded for good: see the module docs
+    let disconnect = Arc::new(DisconnectSlot::default());
+    slots()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((handle as usize, Arc::clone(&disconnect)));
+    Ok(DlEngine {
+        handle,
+        v1,
+        path: path.to_owned(),
+        tap_disabled: path.contains("default_engine"),
+        tap_iterator: AtomicUsize::new(0),
+        disconnect,
+        stats: host.new_stats(),
+        topkeys: (topkeys > 0).then(|| TopKeys::new(topkeys)),
+        host,
+    })
+}
+
+/// The TAP iterator stored for a bucket, if any.
+pub(crate) fn tap_iterator(engine: &DlEngine) -> TAP_ITERATOR {
+    // Acquire: pairs with the Release in `set_tap_iterator`.
+    let bits = engine.tap_iterator.load(Ordering::Acquire);
+    // SAFETY: 0 is None; any other value was stored from a non-NULL TAP_ITERATOR.
+    unsafe { std::mem::transmute::<usize, TAP_ITERATOR>(bits) }
+}
+
+/// Stores the TAP iterator the engine handed out.
+pub(crate) fn set_tap_iterator(engine: &DlEngine, iterator: TAP_ITERATOR) {
+    let bits = iterator.map_or(0, |f| f as usize);
+    // Release: publishes the function pointer to the shim on another connection's thread.
+    engine.tap_iterator.store(bits, Ordering::Release);
+}
