@@ -7,76 +7,28 @@
 //!   valgrind follows the suite's forks) when valgrind is on PATH. A local run without it says
 //!   so; a run with `CI` set fails instead (.ci/run installs it).
 //!
-//! The harness is built with make, in the variant matching this crate's features (`engine-pu`
-//! builds with `ENGINE_PU=1`), holding the same lock file as the `abi_*` tests of `mcb-ffi`
-//! (`examples-c/build/.make.lock`, through flock(1)) so that parallel test binaries never run
-//! make in the same tree at once. A missing make or C compiler is a failure, not a skip. The
-//! cdylib is the one cargo built for this test run: `target/<profile>/`, next to the `deps/`
-//! directory holding this test binary. `BUCKET_CONFORMANCE_ARGS` (space-separated test names)
+//! The harness is built as the `abi_*` tests of `mcb-ffi` build it (their `abi_common` module,
+//! included by path: make in the variant matching the features, under their lock file). A
+//! missing make or C compiler is a failure, not a skip. The cdylib is the one cargo built for
+//! this test run, next to this test binary. `BUCKET_CONFORMANCE_ARGS` (space-separated test names)
 //! narrows a run while debugging.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-use std::path::{Path, PathBuf};
+#[path = "../../tests/abi_common/mod.rs"]
+mod abi_common;
+
+use abi_common::build;
+use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
-/// Builds the C harness once per test binary and returns its build directory.
-fn build() -> &'static Path {
-    static BUILD: OnceLock<PathBuf> = OnceLock::new();
-    BUILD.get_or_init(|| {
-        let (name, args): (&str, &[&str]) = if cfg!(feature = "engine-pu") {
-            ("engine-pu", &["ENGINE_PU=1"])
-        } else {
-            ("v2.5.1", &[])
-        };
-        let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples-c/engine");
-        let build_root = harness.join("../build");
-        std::fs::create_dir_all(&build_root).expect("create examples-c/build");
-        let lock = build_root.join(".make.lock");
-        let have_flock = Command::new("flock")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        let mut make = if have_flock {
-            let mut c = Command::new("flock");
-            c.arg(&lock).arg("make");
-            c
-        } else {
-            Command::new("make")
-        };
-        let out = make
-            .arg("-s")
-            .arg("-C")
-            .arg(&harness)
-            .args(args)
-            .arg("all")
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run make ({e}): the C harness needs make and a C compiler (cc)")
-            });
-        assert!(
-            out.status.success(),
-            "building the C harness failed (make -C {} {}):\n{}{}",
-            harness.display(),
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        build_root.join(format!("engine-{name}"))
-    })
-}
-
-/// `target/<profile>/libbucket_engine.so`, from `target/<profile>/deps/<this test>`.
+/// The `libbucket_engine.so` cargo built for this test run, next to this test binary in
+/// `target/<profile>/deps` (the copy in `target/<profile>` is only refreshed by `cargo build`).
 fn bucket_engine_lib() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test binary lives in target/<profile>/deps");
-    let lib = profile_dir.join("libbucket_engine.so");
+    let lib = exe.with_file_name("libbucket_engine.so");
     assert!(
         lib.is_file(),
-        "{} is missing: `cargo test -p mcb-ffi` builds the cdylib next to deps/",
+        "{} is missing: `cargo test -p mcb-bucket-engine` builds it",
         lib.display()
     );
     lib

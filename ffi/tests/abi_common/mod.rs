@@ -1,4 +1,5 @@
-//! Shared by the `abi_*` tests: builds the C harness in `examples-c/engine` with make (once per
+//! Shared by the `abi_*` tests and the bucket engine's conformance runner
+//! (`ffi/bucket-engine/tests/bucket_engine_c.rs`, which includes it by path): builds the C harness in `examples-c/engine` with make (once per
 //! test binary) in the variant matching the crate's features, and reads typed constants as
 //! plain integers.
 
@@ -13,9 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The harness's sources.
+/// The harness's sources (found from whichever crate under ffi/ includes this module).
 pub fn harness_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples-c/engine")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|dir| dir.join("examples-c/engine"))
+        .find(|dir| dir.is_dir())
+        .expect("examples-c/engine in the workspace")
 }
 
 /// The variant's name and the make arguments that select it.
