@@ -86,19 +86,7 @@ fn bucket_engine_conformance_suite_passes() {
 
 #[test]
 fn bucket_engine_conformance_is_clean_under_valgrind() {
-    let found = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "valgrind is not on PATH but CI is set: .ci/run installs it"
-        );
-        eprintln!(
-            "SKIPPED bucket_engine_conformance_is_clean_under_valgrind: valgrind not on PATH \
-             (CI runs it)"
-        );
+    if !abi_common::valgrind_available("bucket_engine_conformance_is_clean_under_valgrind") {
         return;
     }
     let out = suite(

@@ -106,3 +106,20 @@ macro_rules! raw_int {
     )*};
 }
 raw_int!(u8, u16, u32, u64, usize);
+
+/// Whether valgrind is installed. Without it a local run skips (saying so, for `test`), and a CI
+/// run fails: .ci/run installs it.
+pub fn valgrind_available(test: &str) -> bool {
+    let found = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "valgrind is not on PATH but CI is set: .ci/run installs it"
+        );
+        eprintln!("SKIPPED {test}: valgrind not on PATH (CI runs it)");
+    }
+    found
+}
