@@ -2,6 +2,8 @@
 //!
 //! - [`bucket`]: the bucket handle state machine, the registry of buckets, connection state and
 //!   the shutdown of deleted buckets (the design of Couchbase's `bucket_engine.c`).
+//! - [`tiers`]: multi-level cache tiers with lua-resty-mlcache's semantics (L1 per thread, a
+//!   shared lock-free L2, a single-flight loader).
 //! - [`sync`]: the std/loom shim every shared-state module goes through.
 //!
 //! Nothing here knows about C or the memcached wire protocol; `ffi` maps those onto this crate.
@@ -11,3 +13,4 @@
 
 pub mod bucket;
 pub mod sync;
+pub mod tiers;

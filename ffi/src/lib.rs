@@ -8,3 +8,4 @@
 pub mod abi;
 mod boundary;
 pub mod bucket_engine;
+pub mod cache;

@@ -19,6 +19,11 @@ use loom::sync as imp;
 pub use imp::Arc;
 use std::sync::PoisonError;
 
+/// std's `Arc` in every build, for immutable payloads (cached values and keys) whose reference
+/// count is part of no protocol a model checks: loom's `Arc` would make every value clone a
+/// modelled atomic and report values still parked in the epoch collector's garbage as leaks.
+pub use std::sync::Arc as PayloadArc;
+
 /// Atomics and fences.
 pub mod atomic {
     #[cfg(mcb_loom)]
@@ -192,8 +197,9 @@ pub fn thread_index() -> usize {
 
 /// Epoch-based reclamation (crossbeam-epoch) behind one type, so loom models can free what a
 /// structure retired when the structure goes.
+#[allow(unsafe_code)] // loom builds only: the per-thread participant slots
 pub mod epoch {
-    pub use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
+    pub use crossbeam_epoch::{unprotected, Atomic, Guard, Owned, Shared};
 
     /// The reclamation domain of one data structure.
     ///
@@ -205,6 +211,8 @@ pub mod epoch {
     pub struct Domain {
         #[cfg(mcb_loom)]
         collector: crossbeam_epoch::Collector,
+        #[cfg(mcb_loom)]
+        participants: Option<Participants>,
     }
 
     impl Domain {
@@ -222,12 +230,37 @@ pub mod epoch {
             }
         }
 
+        /// A domain for structures pinned several times per operation. Under loom it keeps one
+        /// participant per model thread (made on the thread's first pin), which saves every
+        /// pin a participant list insertion and removal for loom to explore; the domain must
+        /// then be dropped inside the model. In std builds, the same as [`Domain::new`].
+        pub fn per_thread() -> Self {
+            #[cfg(mcb_loom)]
+            {
+                Self {
+                    collector: crossbeam_epoch::Collector::new(),
+                    participants: Some(Participants::default()),
+                }
+            }
+            #[cfg(not(mcb_loom))]
+            {
+                Self::new()
+            }
+        }
+
         /// Pins the current thread: what it loads stays allocated until the guard drops.
         #[inline]
         pub fn pin(&self) -> Guard {
             #[cfg(mcb_loom)]
             {
-                self.collector.register().pin()
+                let Some(participants) = &self.participants else {
+                    return self.collector.register().pin();
+                };
+                participants.0[super::thread_index()].with_mut(|slot| {
+                    // SAFETY: this thread's own slot (see `Participants`).
+                    let slot = unsafe { &mut *slot };
+                    slot.get_or_insert_with(|| self.collector.register()).pin()
+                })
             }
             #[cfg(not(mcb_loom))]
             {
@@ -235,4 +268,35 @@ pub mod epoch {
             }
         }
     }
+
+    /// Slot `i` holds the participant of the model thread whose `thread_index` is `i`.
+    #[cfg(mcb_loom)]
+    struct Participants(Box<[super::UnsafeCell<Option<crossbeam_epoch::LocalHandle>>]>);
+
+    #[cfg(mcb_loom)]
+    impl Default for Participants {
+        fn default() -> Self {
+            const MODEL_THREADS: usize = 16;
+            Self(
+                (0..MODEL_THREADS)
+                    .map(|_| super::UnsafeCell::new(None))
+                    .collect(),
+            )
+        }
+    }
+
+    #[cfg(mcb_loom)]
+    impl std::fmt::Debug for Participants {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Participants")
+        }
+    }
+
+    // SAFETY: a slot is only used by its own thread (see `Domain::pin`), or by whoever drops
+    // the domain, once no thread uses it; a participant never leaves its slot.
+    #[cfg(mcb_loom)]
+    unsafe impl Send for Participants {}
+    // SAFETY: as above.
+    #[cfg(mcb_loom)]
+    unsafe impl Sync for Participants {}
 }

@@ -27,6 +27,12 @@ pub enum Mutant {
     DisconnectIgnoresReservations,
     /// `create` checks for the name outside the writer lock.
     CreateChecksOutsideLock,
+    /// The L2 frees a node as soon as it is unlinked instead of after the epoch grace period.
+    L2FreesEagerly,
+    /// The loader path skips re-reading L2 after taking the per-key lock.
+    LoaderSkipsRecheck,
+    /// A promotion into L1 reads the invalidation generation after reading L2, not before.
+    L1TagsAfterL2Read,
 }
 
 #[cfg(mcb_loom)]

@@ -1,0 +1,542 @@
+//! [`Cache`]: the seed's public API over L1 (this thread), L2 (shared) and L3 (the loader).
+
+use super::clock::to_ms;
+use super::error::Error;
+use super::l1::L1;
+use super::l2::{Entry, Found, L2};
+use super::namespace::Namespace;
+use super::options::{CallOptions, Options, Resolved};
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::mutant::{self, Mutant};
+use crate::sync::{Arc, Mutex, PayloadArc};
+use crossbeam_utils::CachePadded;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::time::Duration;
+
+/// Where a value came from (the seed's `hit_lvl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Level {
+    /// Not found and no loader to ask.
+    Miss = -1,
+    /// This thread's L1.
+    L1 = 1,
+    /// The shared L2.
+    L2 = 2,
+    /// The loader.
+    L3 = 3,
+    /// A stale value, served because the loader failed or its lock timed out.
+    Stale = 4,
+}
+
+/// A value (`None`: "no value", possibly a cached miss) and where it came from.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Hit<T> {
+    /// The value, shared with the cache (no copy).
+    pub value: Option<PayloadArc<T>>,
+    /// Where it came from.
+    pub level: Level,
+}
+
+/// What a loader returns: a value or "no value", and how long to keep it.
+#[derive(Debug)]
+pub struct Loaded<T> {
+    value: Option<T>,
+    ttl: Option<Duration>,
+    cache: bool,
+}
+
+impl<T> Loaded<T> {
+    /// A value, kept for the ttl.
+    pub fn some(value: T) -> Self {
+        Self {
+            value: Some(value),
+            ttl: None,
+            cache: true,
+        }
+    }
+
+    /// "No value", kept for the neg_ttl (negative caching).
+    pub fn none() -> Self {
+        Self {
+            value: None,
+            ttl: None,
+            cache: true,
+        }
+    }
+
+    /// Keeps it for `ttl` instead of the (neg_)ttl; zero means forever.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Returns it without caching it (the seed's negative ttl).
+    pub fn uncached(mut self) -> Self {
+        self.cache = false;
+        self
+    }
+}
+
+/// What [`Cache::peek`] sees in L2.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Peek<T> {
+    /// Time left before it goes stale: `None` for never, zero once stale.
+    pub remaining: Option<Duration>,
+    /// The stored value (`None`: a cached miss).
+    pub value: Option<PayloadArc<T>>,
+    /// Whether it has expired (kept until evicted).
+    pub stale: bool,
+}
+
+/// A loader for [`Cache::get_bulk`], which may run on another thread.
+pub type BulkLoader<'a, T> = Box<dyn FnOnce() -> Result<Loaded<T>, String> + Send + 'a>;
+
+/// One operation of [`Cache::get_bulk`].
+pub struct BulkOp<'a, T> {
+    /// The key.
+    pub key: &'a [u8],
+    /// Per-call options.
+    pub opts: CallOptions,
+    /// The loader for a miss, if any.
+    pub loader: Option<BulkLoader<'a, T>>,
+}
+
+impl<T> fmt::Debug for BulkOp<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BulkOp")
+            .field("key", &self.key)
+            .field("opts", &self.opts)
+            .field("loader", &self.loader.is_some())
+            .finish()
+    }
+}
+
+/// A multi-level cache: L1 per thread, L2 shared by every cache on the same [`L2`] (isolated
+/// by name), L3 a loader run by one caller at a time per key.
+pub struct Cache<T> {
+    l2: PayloadArc<L2<T>>,
+    ns: Arc<Namespace>,
+    /// The separate store for cached misses, and this cache's namespace there.
+    misses: Option<(PayloadArc<L2<T>>, Arc<Namespace>)>,
+    l1: Box<[CachePadded<Mutex<L1<T>>>]>,
+    opts: Options<T>,
+    warnings: AtomicU64,
+}
+
+impl<T> fmt::Debug for Cache<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("name", &self.ns.name)
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a read of L2 led to.
+enum Read<T> {
+    /// Nothing there.
+    Absent,
+    /// Answered.
+    Fresh(Hit<T>),
+    /// Expired but kept: a candidate for resurrection (raw, not transformed).
+    Stale(Option<PayloadArc<T>>),
+}
+
+/// A miss that needs the loader.
+struct Pending<T> {
+    stripe: usize,
+    stale: Option<Option<PayloadArc<T>>>,
+    opts: Resolved,
+}
+
+impl<T: Send + Sync + 'static> Cache<T> {
+    /// A cache named `name` over `l2`; caches with one name on one L2 share their entries.
+    pub fn new(name: &str, l2: PayloadArc<L2<T>>, opts: Options<T>) -> Result<Self, Error> {
+        opts.validate()?;
+        Ok(Self {
+            ns: l2.namespace(name),
+            misses: opts.miss_store.clone().map(|m| {
+                let ns = m.namespace(name);
+                (m, ns)
+            }),
+            l2,
+            l1: (0..opts.l1_slots)
+                .map(|_| CachePadded::new(Mutex::new(L1::new(opts.l1_capacity))))
+                .collect(),
+            opts,
+            warnings: AtomicU64::new(0),
+        })
+    }
+
+    /// The cache's name.
+    pub fn name(&self) -> &str {
+        &self.ns.name
+    }
+
+    /// How many warnings the cache raised (the seed logs them): a value that did not fit in
+    /// L2, a stale value served or resurrected.
+    pub fn warnings(&self) -> u64 {
+        // Relaxed: a statistic; nothing is published with it.
+        self.warnings.load(Ordering::Relaxed)
+    }
+
+    /// The value of `key`: from this thread's L1, else L2 (promoted into L1 with its remaining
+    /// ttl), else from `loader`, run by one caller at a time per key and stored in L2 and L1.
+    /// Without a loader a miss is `Ok` with level [`Level::Miss`].
+    pub fn get<F>(&self, key: &[u8], opts: &CallOptions, loader: Option<F>) -> Result<Hit<T>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, String>,
+    {
+        match self.lookup(key, opts)? {
+            Ok(hit) => Ok(hit),
+            Err(pending) => match loader {
+                Some(loader) => self.load(key, pending, loader),
+                None => Ok(Hit {
+                    value: None,
+                    level: Level::Miss,
+                }),
+            },
+        }
+    }
+
+    /// Answers `ops` in order: L1 and L2 hits at once, misses by their loaders, up to
+    /// `concurrency` at a time (this thread included). Every miss's loader runs.
+    pub fn get_bulk(
+        &self,
+        ops: Vec<BulkOp<'_, T>>,
+        concurrency: usize,
+    ) -> Result<Vec<Result<Hit<T>, Error>>, Error> {
+        if concurrency == 0 {
+            return Err(Error::InvalidOption("concurrency must be > 0"));
+        }
+        let mut results: Vec<Option<Result<Hit<T>, Error>>> = Vec::with_capacity(ops.len());
+        let mut jobs = Vec::new();
+        for (index, op) in ops.into_iter().enumerate() {
+            results.push(match (self.lookup(op.key, &op.opts), op.loader) {
+                (Ok(Ok(hit)), _) => Some(Ok(hit)),
+                (Err(err), _) => Some(Err(err)),
+                (Ok(Err(_)), None) => Some(Ok(Hit {
+                    value: None,
+                    level: Level::Miss,
+                })),
+                (Ok(Err(pending)), Some(loader)) => {
+                    jobs.push((index, op.key, Some((pending, loader)), None));
+                    None
+                }
+            });
+        }
+        let per_thread = jobs.len().div_ceil(concurrency).max(1);
+        let run = |chunk: &mut [(usize, &[u8], Option<_>, Option<_>)]| {
+            for (_, key, work, result) in chunk {
+                let (pending, loader) = work.take().expect("each job runs once");
+                *result = Some(self.load(key, pending, loader));
+            }
+        };
+        std::thread::scope(|scope| {
+            let mut chunks = jobs.chunks_mut(per_thread);
+            let mine = chunks.next();
+            for chunk in chunks {
+                scope.spawn(move || run(chunk));
+            }
+            if let Some(chunk) = mine {
+                run(chunk);
+            }
+        });
+        for (index, _, _, result) in jobs {
+            results[index] = result;
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.expect("every op answered"))
+            .collect())
+    }
+
+    /// What L2 holds for `key` (remaining ttl, value, staleness), without running a loader or
+    /// touching L1; a stale entry only when `stale` is set.
+    pub fn peek(&self, key: &[u8], stale: bool) -> Option<Peek<T>> {
+        let found = self.read_l2(key)?;
+        let now = self.now();
+        let is_stale = found.entry.is_stale(now);
+        if is_stale && !stale {
+            return None;
+        }
+        Some(Peek {
+            remaining: found
+                .entry
+                .expires_at()
+                .map(|at| Duration::from_millis(at.saturating_sub(now))),
+            value: found.entry.value,
+            stale: is_stale,
+        })
+    }
+
+    /// Stores `value` (`None`: a cached miss) in L2 and this thread's L1, and invalidates the
+    /// other threads' L1 copies. If L2 has no room after the tries, fails and leaves L1 alone.
+    pub fn set(&self, key: &[u8], opts: &CallOptions, value: Option<T>) -> Result<(), Error> {
+        let opts = self.opts.resolve(opts)?;
+        let hash = self.l2.hash(self.ns.id, key);
+        if let Some((misses, ns)) = &self.misses {
+            // The key must not stay in the other store.
+            match value {
+                Some(_) => misses.remove(ns.id, key, || ()),
+                None => self.l2.remove(self.ns.id, key, || ()),
+            }
+        }
+        let ttl = if value.is_some() {
+            opts.ttl
+        } else {
+            opts.neg_ttl
+        };
+        let pending = Pending {
+            stripe: Namespace::stripe(hash),
+            stale: None,
+            opts,
+        };
+        self.store(key, &pending, value.map(PayloadArc::new), ttl, false, true)
+            .map(drop)
+    }
+
+    /// Removes `key` from L2 and this thread's L1, and invalidates the other threads' copies.
+    pub fn delete(&self, key: &[u8]) {
+        let stripe = Namespace::stripe(self.l2.hash(self.ns.id, key));
+        self.l2.remove(self.ns.id, key, || self.ns.bump(stripe));
+        if let Some((misses, ns)) = &self.misses {
+            misses.remove(ns.id, key, || self.ns.bump(stripe));
+        }
+        self.with_l1(|l1| l1.remove(key));
+    }
+
+    /// Removes every entry of this cache from L2 (other caches on the same store keep theirs)
+    /// and every L1 copy. With `flush_expired`, also frees the expired entries of every cache
+    /// on the store, as the seed's shared-dict `flush_expired` does.
+    pub fn purge(&self, flush_expired: bool) {
+        let expired_at = flush_expired.then(|| self.now());
+        self.l2.purge(self.ns.id, expired_at);
+        if let Some((misses, ns)) = &self.misses {
+            misses.purge(ns.id, expired_at);
+        }
+        self.ns.bump_all();
+        self.with_l1(L1::clear);
+    }
+
+    /// Drops this thread's L1 copies that other threads' writes invalidated. Kept for parity
+    /// with the seed: `get` already never returns such a copy.
+    pub fn update(&self) {
+        self.with_l1(|l1| l1.sweep(|stripe| self.ns.generation(stripe)));
+    }
+
+    fn now(&self) -> u64 {
+        self.opts.clock.now_ms()
+    }
+
+    fn with_l1<R>(&self, f: impl FnOnce(&mut L1<T>) -> R) -> R {
+        f(&mut self.l1[crate::sync::thread_index() % self.l1.len()].lock())
+    }
+
+    fn warn(&self) {
+        // Relaxed: a statistic.
+        self.warnings.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// L1 then L2: a hit, or what the loader needs to know.
+    fn lookup(&self, key: &[u8], opts: &CallOptions) -> Result<Result<Hit<T>, Pending<T>>, Error> {
+        let opts = self.opts.resolve(opts)?;
+        let now = self.now();
+        let generation = |stripe| self.ns.generation(stripe);
+        if let Some(value) = self.with_l1(|l1| l1.get(key, now, generation)) {
+            return Ok(Ok(Hit {
+                value,
+                level: Level::L1,
+            }));
+        }
+        let hash = self.l2.hash(self.ns.id, key);
+        let stripe = Namespace::stripe(hash);
+        let stale = match self.read_and_promote(key, stripe)? {
+            Read::Fresh(hit) => return Ok(Ok(hit)),
+            Read::Stale(value) => Some(value),
+            Read::Absent => None,
+        };
+        Ok(Err(Pending {
+            stripe,
+            stale,
+            opts,
+        }))
+    }
+
+    /// Reads L2 and promotes a fresh value into L1, tagged with the generation read before.
+    fn read_and_promote(&self, key: &[u8], stripe: usize) -> Result<Read<T>, Error> {
+        // Read before L2: a write that lands after it bumps past this tag, so the copy we are
+        // about to keep can only be invalidated, never wrongly kept.
+        let mut generation = self.ns.generation(stripe);
+        let found = self.read_l2(key);
+        if mutant::active(Mutant::L1TagsAfterL2Read) {
+            generation = self.ns.generation(stripe);
+        }
+        let Some(Found { key, entry }) = found else {
+            return Ok(Read::Absent);
+        };
+        let now = self.now();
+        if entry.is_stale(now) {
+            return Ok(Read::Stale(entry.value));
+        }
+        let level = if entry.resurrected {
+            Level::Stale
+        } else {
+            Level::L2
+        };
+        let value = match entry.expires_at() {
+            // No life left: served, not kept.
+            Some(at) if at <= now => self.transform(entry.value)?,
+            expires_at => self.keep(key, entry.value, expires_at, stripe, generation)?,
+        };
+        Ok(Read::Fresh(Hit { value, level }))
+    }
+
+    fn read_l2(&self, key: &[u8]) -> Option<Found<T>> {
+        self.l2.get(self.ns.id, key).or_else(|| {
+            let (misses, ns) = self.misses.as_ref()?;
+            misses.get(ns.id, key)
+        })
+    }
+
+    /// The L1 transform, for values on their way to a caller.
+    fn transform(&self, value: Option<PayloadArc<T>>) -> Result<Option<PayloadArc<T>>, Error> {
+        match (value, &self.opts.transform) {
+            (Some(value), Some(transform)) => transform(&value).map(Some).map_err(Error::Transform),
+            (value, _) => Ok(value),
+        }
+    }
+
+    /// Transforms `value` and keeps it in this thread's L1.
+    fn keep(
+        &self,
+        key: PayloadArc<[u8]>,
+        value: Option<PayloadArc<T>>,
+        expires_at: Option<u64>,
+        stripe: usize,
+        generation: u64,
+    ) -> Result<Option<PayloadArc<T>>, Error> {
+        let value = self.transform(value)?;
+        let copy = value.clone();
+        self.with_l1(|l1| l1.insert(key, copy, expires_at, stripe, generation));
+        Ok(value)
+    }
+
+    /// Writes L2 then this thread's L1. A `set` (`strict`) fails when L2 is full, and
+    /// invalidates the other threads' copies. A load does neither: if L2 is full the value
+    /// is still kept in L1 (with a warning), and, as in the seed, other threads keep what
+    /// their L1 holds until it expires.
+    fn store(
+        &self,
+        key: &[u8],
+        pending: &Pending<T>,
+        value: Option<PayloadArc<T>>,
+        ttl: u64,
+        resurrected: bool,
+        strict: bool,
+    ) -> Result<Option<PayloadArc<T>>, Error> {
+        let now = self.now();
+        let entry = Entry {
+            value: value.clone(),
+            stored_at: now,
+            ttl,
+            resurrected,
+        };
+        let (l2, ns) = match &self.misses {
+            Some((misses, ns)) if value.is_none() => (misses, ns.id),
+            _ => (&self.l2, self.ns.id),
+        };
+        let stripe = pending.stripe;
+        // Read before the write, as in `read_and_promote`, for a load.
+        let before = self.ns.generation(stripe);
+        let stored = l2.insert(ns, key, entry, pending.opts.tries, || {
+            strict.then(|| self.ns.bump(stripe))
+        });
+        let generation = match stored {
+            Ok(bumped) => bumped.unwrap_or(before),
+            Err(err) if strict => return Err(err),
+            Err(_) => {
+                self.warn();
+                before
+            }
+        };
+        let expires_at = (ttl > 0).then(|| now.saturating_add(ttl));
+        self.keep(key.into(), value, expires_at, stripe, generation)
+    }
+
+    /// The miss path: take the key's lock, re-read L2, run the loader, store its result.
+    fn load<F>(&self, key: &[u8], pending: Pending<T>, loader: F) -> Result<Hit<T>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, String>,
+    {
+        let held = self.ns.flights.acquire(key, self.now(), pending.opts.lock);
+        // Another caller may have loaded it while we waited (or before our lock).
+        if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
+            if let Read::Fresh(hit) = self.read_and_promote(key, pending.stripe)? {
+                return Ok(hit);
+            }
+        }
+        let _held = match held {
+            Ok(held) => held,
+            // Never run the loader beside the holder: serve the stale value or give up.
+            Err(timeout) => {
+                return match (&pending.stale, pending.opts.resurrect) {
+                    (Some(stale), Some(_)) => {
+                        self.warn();
+                        Ok(Hit {
+                            value: self.transform(stale.clone())?,
+                            level: Level::Stale,
+                        })
+                    }
+                    _ => Err(timeout),
+                };
+            }
+        };
+        let loaded = match panic::catch_unwind(AssertUnwindSafe(loader)) {
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(err)) => return self.resurrect(key, &pending, Error::Loader(err)),
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic".to_owned());
+                return self.resurrect(key, &pending, Error::LoaderPanicked(message));
+            }
+        };
+        let value = loaded.value.map(PayloadArc::new);
+        if !loaded.cache {
+            return Ok(Hit {
+                value,
+                level: Level::L3,
+            });
+        }
+        let default_ttl = if value.is_some() {
+            pending.opts.ttl
+        } else {
+            pending.opts.neg_ttl
+        };
+        let ttl = loaded.ttl.map_or(default_ttl, to_ms);
+        let value = self.store(key, &pending, value, ttl, false, false)?;
+        Ok(Hit {
+            value,
+            level: Level::L3,
+        })
+    }
+
+    /// After a loader failure: puts a stale value back for resurrect_ttl (level 4) if there is
+    /// one and resurrection is on, else returns `err`.
+    fn resurrect(&self, key: &[u8], pending: &Pending<T>, err: Error) -> Result<Hit<T>, Error> {
+        let (Some(stale), Some(ttl)) = (&pending.stale, pending.opts.resurrect) else {
+            return Err(err);
+        };
+        self.warn();
+        let value = self.store(key, pending, stale.clone(), ttl, true, false)?;
+        Ok(Hit {
+            value,
+            level: Level::Stale,
+        })
+    }
+}

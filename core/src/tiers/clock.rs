@@ -1,0 +1,55 @@
+//! Milliseconds since the clock was made: the one time source of a cache.
+
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where a cache reads the time: the system's monotonic clock, or a hand-moved one for tests.
+#[derive(Clone, Debug)]
+pub struct Clock(Source);
+
+#[derive(Clone, Debug)]
+enum Source {
+    System(Instant),
+    Manual(Arc<AtomicU64>),
+}
+
+impl Clock {
+    /// The monotonic system clock.
+    pub fn system() -> Self {
+        Self(Source::System(Instant::now()))
+    }
+
+    /// A clock that stands still until [`Clock::advance`] moves it; clones share the time.
+    pub fn manual() -> Self {
+        Self(Source::Manual(Arc::new(AtomicU64::new(0))))
+    }
+
+    /// Moves a manual clock forward.
+    ///
+    /// # Panics
+    /// On a system clock, which only time moves.
+    pub fn advance(&self, by: Duration) {
+        match &self.0 {
+            // Relaxed: the time publishes no other data; a test orders its own threads.
+            Source::Manual(ms) => {
+                ms.fetch_add(to_ms(by), Ordering::Relaxed);
+            }
+            Source::System(_) => panic!("Clock::advance on the system clock"),
+        }
+    }
+
+    /// Milliseconds since the clock was made.
+    pub fn now_ms(&self) -> u64 {
+        match &self.0 {
+            Source::System(origin) => to_ms(origin.elapsed()),
+            // Relaxed: as in `advance`.
+            Source::Manual(ms) => ms.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Whole milliseconds, saturating (a ttl of centuries is still "very long", not a wrap-around).
+pub(crate) fn to_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

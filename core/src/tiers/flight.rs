@@ -1,0 +1,118 @@
+//! The per-key loader lock (the seed's resty.lock): one caller at a time runs a key's loader.
+//!
+//! A key's lock is a [`Flight`] in a sharded map. Whoever inserts it holds the lock; the others
+//! wait on its condition variable until the holder finishes (or their timeout passes), then try
+//! again, re-reading L2 first: that re-read is what turns N concurrent misses into one load.
+//! A holder older than the lock expiry (cache clock) is taken over, so a stuck loader cannot
+//! block its key forever; its eventual release then leaves the newer holder's lock alone.
+
+use super::error::Error;
+use super::options::LockOptions;
+use crate::sync::{Arc, Condvar, Mutex};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+const SHARDS: usize = 16;
+
+/// One shard of lock holders, by key.
+type Holders = Mutex<HashMap<Box<[u8]>, Arc<Flight>>>;
+
+/// The loader locks of one namespace.
+#[derive(Debug)]
+pub(crate) struct Flights {
+    shards: Box<[Holders]>,
+}
+
+#[derive(Debug)]
+struct Flight {
+    /// Clock time the holder took the lock (ms).
+    since: u64,
+    done: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// A held lock; dropping it releases the lock and wakes the waiters, whatever the loader did.
+#[derive(Debug)]
+pub(crate) struct Held<'a> {
+    flights: &'a Flights,
+    key: Box<[u8]>,
+    flight: Arc<Flight>,
+}
+
+impl Flights {
+    pub(crate) fn new() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> &Holders {
+        let mix = key
+            .iter()
+            .fold(key.len(), |h, &b| h.rotate_left(5) ^ usize::from(b));
+        &self.shards[mix % SHARDS]
+    }
+
+    /// Takes `key`'s lock, waiting at most `opts.timeout` for the current holder.
+    pub(crate) fn acquire(
+        &self,
+        key: &[u8],
+        now_ms: u64,
+        opts: LockOptions,
+    ) -> Result<Held<'_>, Error> {
+        let deadline = Instant::now().checked_add(opts.timeout);
+        let expiry = super::clock::to_ms(opts.expiry);
+        loop {
+            let flight = {
+                let mut map = self.shard(key).lock();
+                match map.get(key) {
+                    Some(f) if now_ms.saturating_sub(f.since) < expiry => f.clone(),
+                    _ => {
+                        let flight = Arc::new(Flight {
+                            since: now_ms,
+                            done: Mutex::new(false),
+                            wake: Condvar::new(),
+                        });
+                        map.insert(key.into(), flight.clone());
+                        return Ok(Held {
+                            flights: self,
+                            key: key.into(),
+                            flight,
+                        });
+                    }
+                }
+            };
+            let mut done = flight.done.lock();
+            while !*done {
+                done = match deadline {
+                    None => flight.wake.wait(done),
+                    Some(deadline) => {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left == Duration::ZERO {
+                            return Err(Error::LockTimeout);
+                        }
+                        flight.wake.wait_timeout(done, left).0
+                    }
+                };
+            }
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        {
+            let mut map = self.flights.shard(&self.key).lock();
+            if map
+                .get(&self.key)
+                .is_some_and(|f| Arc::ptr_eq(f, &self.flight))
+            {
+                map.remove(&self.key);
+            }
+        }
+        // Set under the flight's mutex: a waiter checks `done` under it before sleeping, so it
+        // either sees `true` or is asleep when the notification comes.
+        *self.flight.done.lock() = true;
+        self.flight.wake.notify_all();
+    }
+}

@@ -1,0 +1,28 @@
+//! Cache tiers with lua-resty-mlcache's semantics, for threads instead of nginx workers.
+//!
+//! - [`l1`]: a fixed-capacity LRU private to each thread (a stripe per thread index).
+//! - [`l2`]: one byte-bounded store shared by every cache, with lock-free reads (crossbeam-epoch)
+//!   and S3-FIFO eviction; entries keep their expiry so that stale values can be read back.
+//! - [`flight`]: the per-key lock that lets one caller at a time run a loader (L3).
+//! - [`cache`]: [`Cache`], the seed's public API (`get`, `peek`, `set`, `delete`, `purge`,
+//!   `update`, `get_bulk`) over the three levels.
+//!
+//! Times come from a [`Clock`] that tests move by hand, so every ttl rule is tested without
+//! sleeping.
+
+mod cache;
+mod clock;
+mod error;
+mod flight;
+mod l1;
+#[allow(unsafe_code)] // epoch-protected reads and reclamation
+mod l2;
+mod namespace;
+mod options;
+mod s3fifo;
+
+pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek};
+pub use clock::Clock;
+pub use error::Error;
+pub use l2::L2;
+pub use options::{CallOptions, LockOptions, Options, Transform};

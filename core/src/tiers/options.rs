@@ -1,0 +1,149 @@
+//! Cache options (the seed's `new` options) and per-call overrides (its `get`/`set` options).
+
+use super::clock::{to_ms, Clock};
+use super::error::Error;
+use super::l2::L2;
+use crate::sync::PayloadArc;
+use std::fmt;
+use std::time::Duration;
+
+/// The L1 transform (the seed's `l1_serializer`): runs when a value is promoted into L1; its
+/// result is what L1 keeps and what the caller gets, its error is returned to the caller.
+pub type Transform<T> =
+    PayloadArc<dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<T>, String> + Send + Sync>;
+
+/// The per-key loader lock (the seed's `resty_lock_opts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockOptions {
+    /// How long a caller waits for another caller's loader (real time) before giving up.
+    pub timeout: Duration,
+    /// How long (cache clock) a lock holds before the next caller may take it over, so that a
+    /// stuck loader cannot block a key forever.
+    pub expiry: Duration,
+}
+
+impl Default for LockOptions {
+    /// resty.lock's defaults: wait 5 s, expire after 30 s.
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(5),
+            expiry: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How a [`Cache`](super::Cache) behaves; `Default` gives the seed's defaults.
+pub struct Options<T> {
+    /// Entries in each thread's L1 (the seed's `lru_size`, default 100).
+    pub l1_capacity: usize,
+    /// How many L1 stripes (threads beyond this share a stripe); default twice the CPUs.
+    pub l1_slots: usize,
+    /// Time to live of values (default 30 s); zero means forever.
+    pub ttl: Duration,
+    /// Time to live of cached misses (default 5 s); zero means forever.
+    pub neg_ttl: Duration,
+    /// When set, a stale value is served and put back for this long when its loader fails or
+    /// its lock times out. Zero is rejected.
+    pub resurrect_ttl: Option<Duration>,
+    /// The per-key loader lock.
+    pub lock: LockOptions,
+    /// Tries to make room in a full L2 before giving up (the seed's `shm_set_tries`, default 3).
+    pub set_tries: u32,
+    /// Runs on every promotion into L1.
+    pub transform: Option<Transform<T>>,
+    /// A separate L2 for cached misses (the seed's `shm_miss`).
+    pub miss_store: Option<PayloadArc<L2<T>>>,
+    /// The time source.
+    pub clock: Clock,
+}
+
+impl<T> Default for Options<T> {
+    fn default() -> Self {
+        Self {
+            l1_capacity: 100,
+            l1_slots: crate::sync::cpu_count() * 2,
+            ttl: Duration::from_secs(30),
+            neg_ttl: Duration::from_secs(5),
+            resurrect_ttl: None,
+            lock: LockOptions::default(),
+            set_tries: 3,
+            transform: None,
+            miss_store: None,
+            clock: Clock::system(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Options<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("l1_capacity", &self.l1_capacity)
+            .field("l1_slots", &self.l1_slots)
+            .field("ttl", &self.ttl)
+            .field("neg_ttl", &self.neg_ttl)
+            .field("resurrect_ttl", &self.resurrect_ttl)
+            .field("lock", &self.lock)
+            .field("set_tries", &self.set_tries)
+            .field("transform", &self.transform.is_some())
+            .field("miss_store", &self.miss_store.is_some())
+            .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+/// Per-call overrides of the cache's options; `None` keeps the cache's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallOptions {
+    /// Overrides [`Options::ttl`].
+    pub ttl: Option<Duration>,
+    /// Overrides [`Options::neg_ttl`].
+    pub neg_ttl: Option<Duration>,
+    /// Overrides [`Options::resurrect_ttl`].
+    pub resurrect_ttl: Option<Duration>,
+    /// Overrides [`Options::set_tries`].
+    pub set_tries: Option<u32>,
+    /// Overrides [`Options::lock`].
+    pub lock: Option<LockOptions>,
+}
+
+/// One call's options, in clock milliseconds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Resolved {
+    pub ttl: u64,
+    pub neg_ttl: u64,
+    pub resurrect: Option<u64>,
+    pub tries: u32,
+    pub lock: LockOptions,
+}
+
+impl<T> Options<T> {
+    /// Rejects the options the seed rejects, and the zero resurrect ttl it lets through.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.l1_capacity == 0 {
+            return Err(Error::InvalidOption("l1_capacity must be > 0"));
+        }
+        if self.l1_slots == 0 {
+            return Err(Error::InvalidOption("l1_slots must be > 0"));
+        }
+        self.resolve(&CallOptions::default()).map(drop)
+    }
+
+    /// This call's options: the overrides, else the cache's.
+    pub(crate) fn resolve(&self, call: &CallOptions) -> Result<Resolved, Error> {
+        let tries = call.set_tries.unwrap_or(self.set_tries);
+        if tries == 0 {
+            return Err(Error::InvalidOption("set_tries must be >= 1"));
+        }
+        let resurrect = call.resurrect_ttl.or(self.resurrect_ttl).map(to_ms);
+        if resurrect == Some(0) {
+            return Err(Error::InvalidOption("resurrect_ttl must be > 0 ms"));
+        }
+        Ok(Resolved {
+            ttl: to_ms(call.ttl.unwrap_or(self.ttl)),
+            neg_ttl: to_ms(call.neg_ttl.unwrap_or(self.neg_ttl)),
+            resurrect,
+            tries,
+            lock: call.lock.unwrap_or(self.lock),
+        })
+    }
+}

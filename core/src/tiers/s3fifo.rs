@@ -1,0 +1,314 @@
+//! S3-FIFO eviction for one L2 shard, after Yang, Zhang, Qiu, Yue and Vinayak, "FIFO queues
+//! are all you need for cache eviction" (SOSP 2023): a small FIFO (about 10% of the bytes)
+//! takes new entries, a main FIFO keeps those read again while in the small one, and a ghost
+//! FIFO of hashes remembers what the small queue dropped, so that a returning key goes straight
+//! to main. One-hit wonders (a scan) pass through the small queue without displacing main.
+//!
+//! Single-threaded: the shard's mutex guards it. Readers only bump an entry's frequency, an
+//! atomic they reach without the mutex. Entries live in an index-linked slab, so the queues
+//! allocate nothing per entry once the slab has grown. One deviation from the paper: an entry
+//! read once (not twice) while in the small queue moves to main, because L1 absorbs repeated
+//! reads and L2 sees few of them.
+
+use crate::sync::atomic::{AtomicU8, Ordering};
+use std::collections::{HashMap, VecDeque};
+
+/// Read-frequency ceiling (the paper's two bits).
+pub(crate) const MAX_FREQ: u8 = 3;
+
+const NIL: u32 = u32::MAX;
+
+/// What the policy holds for each entry: a handle whose frequency readers bump.
+pub(crate) trait Tracked: Copy {
+    fn freq(&self) -> &AtomicU8;
+}
+
+/// Counts a read of an entry (saturating at [`MAX_FREQ`]).
+pub(crate) fn touch(freq: &AtomicU8) {
+    // Relaxed: a hint for eviction; a lost increment between racing readers costs nothing.
+    let seen = freq.load(Ordering::Relaxed);
+    if seen < MAX_FREQ {
+        // Relaxed: as above.
+        freq.store(seen + 1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Queue {
+    Small,
+    Main,
+}
+
+#[derive(Debug)]
+struct Slot<P> {
+    item: Option<P>,
+    hash: u64,
+    weight: usize,
+    queue: Queue,
+    prev: u32,
+    next: u32,
+}
+
+/// A FIFO threaded through the slab: new entries at `head`, eviction at `tail`.
+#[derive(Debug)]
+struct List {
+    head: u32,
+    tail: u32,
+    len: usize,
+}
+
+impl List {
+    const EMPTY: Self = Self {
+        head: NIL,
+        tail: NIL,
+        len: 0,
+    };
+}
+
+/// The eviction state of one shard, bounded by `capacity` bytes.
+#[derive(Debug)]
+pub(crate) struct Policy<P> {
+    slots: Vec<Slot<P>>,
+    free: Vec<u32>,
+    small: List,
+    main: List,
+    ghost: VecDeque<u64>,
+    ghost_counts: HashMap<u64, u32>,
+    used: usize,
+    small_used: usize,
+    capacity: usize,
+}
+
+impl<P: Tracked> Policy<P> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+            small: List::EMPTY,
+            main: List::EMPTY,
+            ghost: VecDeque::new(),
+            ghost_counts: HashMap::new(),
+            used: 0,
+            small_used: 0,
+            capacity,
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Whether `weight` more bytes fit without evicting.
+    pub(crate) fn fits(&self, weight: usize) -> bool {
+        self.used + weight <= self.capacity
+    }
+
+    /// Admits an entry (room must have been made): to main if its hash is a ghost, else small.
+    pub(crate) fn insert(&mut self, item: P, hash: u64, weight: usize) -> u32 {
+        let queue = if self.ghost_counts.contains_key(&hash) {
+            Queue::Main
+        } else {
+            Queue::Small
+        };
+        let slot = Slot {
+            item: Some(item),
+            hash,
+            weight,
+            queue,
+            prev: NIL,
+            next: NIL,
+        };
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.slots[index as usize] = slot;
+                index
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 entries per shard")
+            }
+        };
+        self.used += weight;
+        if queue == Queue::Small {
+            self.small_used += weight;
+        }
+        self.push_head(index);
+        index
+    }
+
+    /// Forgets the entry in `index` and returns its handle.
+    pub(crate) fn remove(&mut self, index: u32) -> P {
+        self.unlink(index);
+        let slot = &mut self.slots[index as usize];
+        self.used -= slot.weight;
+        if slot.queue == Queue::Small {
+            self.small_used -= slot.weight;
+        }
+        self.free.push(index);
+        slot.item.take().expect("a linked slot holds an item")
+    }
+
+    /// Evicts one entry by S3-FIFO and returns it; `None` when the shard is empty.
+    pub(crate) fn evict(&mut self) -> Option<P> {
+        // Each step evicts or lowers a frequency, but readers may raise them again: bound the
+        // second chances, then evict the oldest entry regardless.
+        for _ in 0..=(self.small.len + self.main.len) * usize::from(MAX_FREQ + 1) {
+            let queue = if self.small_used > self.capacity / 10 || self.main.len == 0 {
+                Queue::Small
+            } else {
+                Queue::Main
+            };
+            let index = self.list(queue).tail;
+            if index == NIL {
+                return None;
+            }
+            let slot = &self.slots[index as usize];
+            let freq = slot.item.as_ref().expect("linked").freq();
+            // Relaxed: see `touch`.
+            let seen = freq.load(Ordering::Relaxed);
+            if seen == 0 {
+                if queue == Queue::Small {
+                    self.remember(slot.hash);
+                }
+                return Some(self.remove(index));
+            }
+            // Relaxed: see `touch`. Moving to main resets the count; in main it decays.
+            freq.store(
+                if queue == Queue::Small { 0 } else { seen - 1 },
+                Ordering::Relaxed,
+            );
+            self.unlink(index);
+            let slot = &mut self.slots[index as usize];
+            if slot.queue == Queue::Small {
+                self.small_used -= slot.weight;
+                slot.queue = Queue::Main;
+            }
+            self.push_head(index);
+        }
+        let oldest = if self.main.tail == NIL {
+            self.small.tail
+        } else {
+            self.main.tail
+        };
+        (oldest != NIL).then(|| self.remove(oldest))
+    }
+
+    /// Remembers an evicted hash; the ghost holds about as many hashes as the shard has entries.
+    fn remember(&mut self, hash: u64) {
+        self.ghost.push_back(hash);
+        *self.ghost_counts.entry(hash).or_insert(0) += 1;
+        while self.ghost.len() > (self.small.len + self.main.len).max(16) {
+            let old = self.ghost.pop_front().expect("non-empty");
+            if let Some(count) = self.ghost_counts.get_mut(&old) {
+                *count -= 1;
+                if *count == 0 {
+                    self.ghost_counts.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn list(&mut self, queue: Queue) -> &mut List {
+        match queue {
+            Queue::Small => &mut self.small,
+            Queue::Main => &mut self.main,
+        }
+    }
+
+    fn push_head(&mut self, index: u32) {
+        let queue = self.slots[index as usize].queue;
+        let old_head = self.list(queue).head;
+        {
+            let slot = &mut self.slots[index as usize];
+            slot.prev = NIL;
+            slot.next = old_head;
+        }
+        if old_head != NIL {
+            self.slots[old_head as usize].prev = index;
+        }
+        let list = self.list(queue);
+        list.head = index;
+        if list.tail == NIL {
+            list.tail = index;
+        }
+        list.len += 1;
+    }
+
+    fn unlink(&mut self, index: u32) {
+        let Slot {
+            queue, prev, next, ..
+        } = self.slots[index as usize];
+        if prev == NIL {
+            self.list(queue).head = next;
+        } else {
+            self.slots[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.list(queue).tail = prev;
+        } else {
+            self.slots[next as usize].prev = prev;
+        }
+        self.list(queue).len -= 1;
+    }
+}
+
+#[cfg(all(test, not(mcb_loom)))]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy)]
+    struct Item(&'static AtomicU8);
+
+    impl Tracked for Item {
+        fn freq(&self) -> &AtomicU8 {
+            self.0
+        }
+    }
+
+    fn item() -> Item {
+        Item(Box::leak(Box::new(AtomicU8::new(0))))
+    }
+
+    #[test]
+    fn a_scan_does_not_displace_entries_read_again() {
+        let mut policy = Policy::new(100);
+        let hot: Vec<Item> = (0..5).map(|_| item()).collect();
+        for (h, it) in hot.iter().enumerate() {
+            policy.insert(*it, h as u64, 10);
+            touch(it.freq());
+        }
+        // A scan of 20 one-hit entries, each evicting as needed.
+        for h in 100..120 {
+            while !policy.fits(10) {
+                let gone = policy.evict().expect("full shard evicts");
+                assert!(
+                    hot.iter().all(|it| !std::ptr::eq(it.0, gone.0)),
+                    "hot entry evicted"
+                );
+            }
+            policy.insert(item(), h, 10);
+        }
+        assert!(policy.used() <= policy.capacity());
+    }
+
+    #[test]
+    fn a_ghost_hit_goes_straight_to_main_and_removal_frees_bytes() {
+        let mut policy = Policy::new(20);
+        policy.insert(item(), 1, 10);
+        policy.insert(item(), 2, 10);
+        policy
+            .evict()
+            .expect("evicts hash 1 from small into the ghost");
+        let index = policy.insert(item(), 1, 10);
+        assert_eq!(policy.slots[index as usize].queue, Queue::Main);
+        policy.remove(index);
+        assert_eq!(policy.used(), 10);
+        policy.evict().expect("one left");
+        assert!(policy.evict().is_none());
+        assert_eq!(policy.used(), 0);
+    }
+}

@@ -1,0 +1,695 @@
+//! One test per behaviour of the seed's API (and where we go beyond it), on a manual clock.
+
+use mcb_core::sync::atomic::{AtomicUsize, Ordering};
+use mcb_core::sync::PayloadArc;
+use mcb_core::tiers::*;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+type Load = Box<dyn FnOnce() -> Result<Loaded<String>, String>>;
+
+const NONE: Option<Load> = None;
+
+fn store(capacity: usize) -> PayloadArc<L2<String>> {
+    PayloadArc::new(
+        L2::with_shards(capacity, 1)
+            .expect("valid")
+            .weigh_with(String::len),
+    )
+}
+
+/// Options for tests: manual clock, and enough L1 stripes that every test thread has its own.
+fn options(clock: &Clock) -> Options<String> {
+    Options {
+        clock: clock.clone(),
+        l1_slots: 4096,
+        ..Options::default()
+    }
+}
+
+fn cache_with(edit: impl FnOnce(&mut Options<String>)) -> (Cache<String>, Clock) {
+    let clock = Clock::manual();
+    let mut opts = options(&clock);
+    edit(&mut opts);
+    (
+        Cache::new("test", store(1 << 20), opts).expect("valid"),
+        clock,
+    )
+}
+
+fn cache() -> (Cache<String>, Clock) {
+    cache_with(|_| ())
+}
+
+fn value(v: &str) -> Option<Load> {
+    let v = v.to_owned();
+    Some(Box::new(move || Ok(Loaded::some(v))))
+}
+
+fn fails() -> Option<Load> {
+    Some(Box::new(|| Err("backend down".to_owned())))
+}
+
+fn must_not_run() -> Option<Load> {
+    Some(Box::new(|| panic!("the loader must not run")))
+}
+
+fn get(
+    cache: &Cache<String>,
+    key: &str,
+    loader: Option<Load>,
+) -> Result<(Option<String>, Level), Error> {
+    let hit = cache.get(key.as_bytes(), &CallOptions::default(), loader)?;
+    Ok((hit.value.map(|v| (*v).clone()), hit.level))
+}
+
+type Got = Result<(Option<String>, Level), Error>;
+
+fn got(v: &str, level: Level) -> Result<(Option<String>, Level), Error> {
+    Ok((Some(v.to_owned()), level))
+}
+
+/// Runs `f` on a new thread (a new L1) and returns its result.
+fn elsewhere<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    thread::scope(|s| s.spawn(f).join().expect("no panic"))
+}
+
+#[test]
+fn defaults_are_the_seeds() {
+    let opts = Options::<String>::default();
+    assert_eq!(opts.ttl, Duration::from_secs(30));
+    assert_eq!(opts.neg_ttl, Duration::from_secs(5));
+    assert_eq!(opts.l1_capacity, 100);
+    assert_eq!(opts.set_tries, 3);
+    assert_eq!(opts.resurrect_ttl, None);
+    assert_eq!(opts.lock, LockOptions::default());
+}
+
+#[test]
+fn invalid_options_are_rejected_with_a_clear_error() {
+    let bad = |edit: fn(&mut Options<String>)| {
+        let mut opts = Options::default();
+        edit(&mut opts);
+        Cache::new("x", store(1024), opts).expect_err("invalid")
+    };
+    assert_eq!(
+        bad(|o| o.l1_capacity = 0),
+        Error::InvalidOption("l1_capacity must be > 0")
+    );
+    assert_eq!(
+        bad(|o| o.l1_slots = 0),
+        Error::InvalidOption("l1_slots must be > 0")
+    );
+    assert_eq!(
+        bad(|o| o.set_tries = 0),
+        Error::InvalidOption("set_tries must be >= 1")
+    );
+    assert_eq!(
+        bad(|o| o.resurrect_ttl = Some(Duration::ZERO)),
+        Error::InvalidOption("resurrect_ttl must be > 0 ms")
+    );
+    assert!(L2::<String>::with_shards(0, 1).is_err());
+    assert!(L2::<String>::with_shards(10, 0).is_err());
+    let (cache, _) = cache();
+    let zero_tries = CallOptions {
+        set_tries: Some(0),
+        ..CallOptions::default()
+    };
+    assert!(cache.get(b"k", &zero_tries, value("v")).is_err());
+    assert!(cache.set(b"k", &zero_tries, None).is_err());
+    assert!(cache.get_bulk(Vec::new(), 0).is_err());
+    assert_eq!(
+        Error::LockTimeout.to_string(),
+        "could not acquire the loader lock: timeout"
+    );
+}
+
+#[test]
+fn levels_l3_then_l1_then_l2_on_another_thread() {
+    let (cache, _) = cache();
+    assert_eq!(get(&cache, "k", NONE), Ok((None, Level::Miss)));
+    assert_eq!(get(&cache, "k", value("v")), got("v", Level::L3));
+    assert_eq!(get(&cache, "k", must_not_run()), got("v", Level::L1));
+    elsewhere(|| {
+        assert_eq!(get(&cache, "k", must_not_run()), got("v", Level::L2));
+        assert_eq!(get(&cache, "k", must_not_run()), got("v", Level::L1));
+    });
+}
+
+#[test]
+fn misses_are_cached_for_neg_ttl() {
+    let (cache, clock) = cache();
+    let none: Option<Load> = Some(Box::new(|| Ok(Loaded::none())));
+    assert_eq!(get(&cache, "k", none), Ok((None, Level::L3)));
+    assert_eq!(get(&cache, "k", must_not_run()), Ok((None, Level::L1)));
+    elsewhere(|| assert_eq!(get(&cache, "k", must_not_run()), Ok((None, Level::L2))));
+    clock.advance(Duration::from_millis(5_001));
+    assert_eq!(get(&cache, "k", value("v")), got("v", Level::L3));
+}
+
+#[test]
+fn the_loader_overrides_the_ttl_or_skips_caching() {
+    let (cache, clock) = cache();
+    let short: Option<Load> = Some(Box::new(|| {
+        Ok(Loaded::some("v".into()).ttl(Duration::from_secs(1)))
+    }));
+    assert_eq!(get(&cache, "k", short), got("v", Level::L3));
+    assert_eq!(
+        cache.peek(b"k", false).unwrap().remaining,
+        Some(Duration::from_secs(1))
+    );
+    let long_miss: Option<Load> =
+        Some(Box::new(|| Ok(Loaded::none().ttl(Duration::from_secs(60)))));
+    assert_eq!(get(&cache, "m", long_miss), Ok((None, Level::L3)));
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(
+        get(&cache, "m", must_not_run()),
+        Ok((None, Level::L1)),
+        "neg ttl overridden"
+    );
+    assert_eq!(
+        get(&cache, "k", value("w")),
+        got("w", Level::L3),
+        "ttl overridden to 1 s"
+    );
+    let uncached: Option<Load> = Some(Box::new(|| Ok(Loaded::some("u".into()).uncached())));
+    assert_eq!(get(&cache, "u", uncached), got("u", Level::L3));
+    assert!(cache.peek(b"u", true).is_none());
+    assert_eq!(get(&cache, "u", NONE), Ok((None, Level::Miss)));
+}
+
+#[test]
+fn loader_errors_and_panics_cache_nothing_and_release_the_lock() {
+    let (cache, _) = cache();
+    assert_eq!(
+        get(&cache, "k", fails()),
+        Err(Error::Loader("backend down".into()))
+    );
+    let boom: Option<Load> = Some(Box::new(|| panic!("boom")));
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let panicked = get(&cache, "k", boom);
+    std::panic::set_hook(quiet);
+    assert_eq!(panicked, Err(Error::LoaderPanicked("boom".into())));
+    assert!(cache.peek(b"k", true).is_none());
+    // The lock is free: a caller that would not wait at all still gets to load.
+    let no_wait = CallOptions {
+        lock: Some(LockOptions {
+            timeout: Duration::ZERO,
+            ..LockOptions::default()
+        }),
+        ..CallOptions::default()
+    };
+    let hit = cache.get(b"k", &no_wait, value("v")).expect("lock free");
+    assert_eq!(hit.level, Level::L3);
+}
+
+#[test]
+fn a_failed_load_resurrects_the_stale_value() {
+    let (cache, clock) = cache_with(|o| {
+        o.ttl = Duration::from_secs(1);
+        o.resurrect_ttl = Some(Duration::from_secs(10));
+    });
+    assert_eq!(get(&cache, "k", value("old")), got("old", Level::L3));
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(get(&cache, "k", fails()), got("old", Level::Stale));
+    assert_eq!(cache.warnings(), 1);
+    let peek = cache.peek(b"k", false).expect("resurrected");
+    assert_eq!(
+        (peek.remaining, peek.stale),
+        (Some(Duration::from_secs(10)), false)
+    );
+    elsewhere(|| assert_eq!(get(&cache, "k", must_not_run()), got("old", Level::Stale)));
+    // Without resurrection the error comes back.
+    let (plain, clock) = cache_with(|o| o.ttl = Duration::from_secs(1));
+    get(&plain, "k", value("old")).unwrap();
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(
+        get(&plain, "k", fails()),
+        Err(Error::Loader("backend down".into()))
+    );
+}
+
+/// Starts a loader for `key` on another thread that blocks until the returned sender fires;
+/// returns once the loader runs (so its lock is held).
+fn hold_lock<'s>(
+    s: &'s thread::Scope<'s, '_>,
+    cache: &'s Cache<String>,
+    key: &'static str,
+) -> (mpsc::Sender<()>, thread::ScopedJoinHandle<'s, Got>) {
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let holder = s.spawn(move || {
+        let loader: Option<Load> = Some(Box::new(move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            Ok(Loaded::some("fresh".into()))
+        }));
+        get(cache, key, loader)
+    });
+    started.recv().unwrap();
+    (release, holder)
+}
+
+#[test]
+fn a_lock_timeout_serves_stale_or_fails_and_never_loads_beside_the_holder() {
+    let (cache, clock) = cache_with(|o| {
+        o.ttl = Duration::from_secs(1);
+        o.resurrect_ttl = Some(Duration::from_secs(5));
+        o.lock.timeout = Duration::ZERO;
+    });
+    get(&cache, "stale", value("old")).unwrap();
+    clock.advance(Duration::from_secs(2));
+    thread::scope(|s| {
+        let (release, holder) = hold_lock(s, &cache, "stale");
+        assert_eq!(
+            get(&cache, "stale", must_not_run()),
+            got("old", Level::Stale)
+        );
+        let (release2, holder2) = hold_lock(s, &cache, "cold");
+        assert_eq!(get(&cache, "cold", must_not_run()), Err(Error::LockTimeout));
+        release.send(()).unwrap();
+        release2.send(()).unwrap();
+        assert_eq!(holder.join().unwrap(), got("fresh", Level::L3));
+        assert_eq!(holder2.join().unwrap(), got("fresh", Level::L3));
+    });
+    assert_eq!(
+        get(&cache, "stale", must_not_run()),
+        got("fresh", Level::L2)
+    );
+}
+
+#[test]
+fn an_expired_lock_is_taken_over() {
+    let (cache, clock) = cache();
+    thread::scope(|s| {
+        let (release, holder) = hold_lock(s, &cache, "k");
+        clock.advance(Duration::from_secs(31));
+        assert_eq!(get(&cache, "k", value("mine")), got("mine", Level::L3));
+        release.send(()).unwrap();
+        holder.join().unwrap().unwrap();
+    });
+}
+
+#[test]
+fn concurrent_misses_run_the_loader_once_and_waiters_read_l2() {
+    let (cache, _) = cache();
+    let runs = AtomicUsize::new(0);
+    let levels: Vec<Level> = thread::scope(|s| {
+        let (release, holder) = hold_lock(s, &cache, "k");
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let loader = || {
+                        runs.fetch_add(1, Ordering::Relaxed);
+                        Ok(Loaded::some("other".to_owned()))
+                    };
+                    cache
+                        .get(b"k", &CallOptions::default(), Some(loader))
+                        .unwrap()
+                })
+            })
+            .collect();
+        release.send(()).unwrap();
+        assert_eq!(holder.join().unwrap(), got("fresh", Level::L3));
+        waiters
+            .into_iter()
+            .map(|w| {
+                let hit = w.join().unwrap();
+                assert_eq!(hit.value.as_deref().map(String::as_str), Some("fresh"));
+                hit.level
+            })
+            .collect()
+    });
+    // Relaxed: the scope joined every thread.
+    assert_eq!(
+        runs.load(Ordering::Relaxed),
+        0,
+        "waiters found the holder's value"
+    );
+    assert!(levels.iter().all(|l| *l == Level::L2), "{levels:?}");
+}
+
+#[test]
+fn peek_reads_l2_only() {
+    let (cache, clock) = cache();
+    assert!(cache.peek(b"k", true).is_none());
+    cache
+        .set(b"k", &CallOptions::default(), Some("v".into()))
+        .unwrap();
+    clock.advance(Duration::from_secs(10));
+    let peek = cache.peek(b"k", false).expect("fresh");
+    assert_eq!(peek.remaining, Some(Duration::from_secs(20)));
+    assert_eq!(peek.value.as_deref().map(String::as_str), Some("v"));
+    assert!(!peek.stale);
+    elsewhere(|| {
+        cache.peek(b"k", false).unwrap();
+        assert_eq!(
+            get(&cache, "k", NONE),
+            got("v", Level::L2),
+            "peek left L1 alone"
+        );
+    });
+    clock.advance(Duration::from_secs(21));
+    assert!(cache.peek(b"k", false).is_none());
+    let stale = cache.peek(b"k", true).expect("kept until evicted");
+    assert_eq!((stale.remaining, stale.stale), (Some(Duration::ZERO), true));
+    let forever = CallOptions {
+        ttl: Some(Duration::ZERO),
+        ..CallOptions::default()
+    };
+    cache.set(b"f", &forever, Some("v".into())).unwrap();
+    assert_eq!(cache.peek(b"f", false).unwrap().remaining, None);
+}
+
+#[test]
+fn writes_invalidate_other_threads_l1_without_update() {
+    let (cache, _) = cache();
+    let (to_reader, reader_rx) = mpsc::channel::<&str>();
+    let (to_writer, writer_rx) = mpsc::channel::<()>();
+    let cache = &cache;
+    thread::scope(|s| {
+        s.spawn(move || {
+            assert_eq!(get(cache, "k", value("v0")), got("v0", Level::L3));
+            assert_eq!(get(cache, "k", NONE), got("v0", Level::L1));
+            to_writer.send(()).unwrap();
+            assert_eq!(reader_rx.recv().unwrap(), "set");
+            assert_eq!(get(cache, "k", NONE), got("v1", Level::L2));
+            to_writer.send(()).unwrap();
+            assert_eq!(reader_rx.recv().unwrap(), "deleted");
+            assert_eq!(get(cache, "k", NONE), Ok((None, Level::Miss)));
+            get(cache, "k", value("v2")).unwrap();
+            to_writer.send(()).unwrap();
+            assert_eq!(reader_rx.recv().unwrap(), "purged");
+            assert_eq!(get(cache, "k", NONE), Ok((None, Level::Miss)));
+        });
+        writer_rx.recv().unwrap();
+        cache
+            .set(b"k", &CallOptions::default(), Some("v1".into()))
+            .unwrap();
+        assert_eq!(
+            get(cache, "k", NONE),
+            got("v1", Level::L1),
+            "set writes this L1"
+        );
+        to_reader.send("set").unwrap();
+        writer_rx.recv().unwrap();
+        cache.delete(b"k");
+        assert_eq!(get(cache, "k", NONE), Ok((None, Level::Miss)));
+        to_reader.send("deleted").unwrap();
+        writer_rx.recv().unwrap();
+        cache.purge(false);
+        to_reader.send("purged").unwrap();
+    });
+}
+
+#[test]
+fn update_is_accepted_and_changes_nothing_visible() {
+    let (cache, _) = cache();
+    get(&cache, "k", value("v0")).unwrap();
+    elsewhere(|| {
+        cache
+            .set(b"k", &CallOptions::default(), Some("v1".into()))
+            .unwrap()
+    });
+    cache.update();
+    assert_eq!(get(&cache, "k", NONE), got("v1", Level::L2));
+}
+
+#[test]
+fn purge_is_per_name_and_flush_expired_frees_stale_entries() {
+    let l2 = store(1 << 20);
+    let clock = Clock::manual();
+    let a = Cache::new("a", l2.clone(), options(&clock)).unwrap();
+    let b = Cache::new("b", l2.clone(), options(&clock)).unwrap();
+    let short = CallOptions {
+        ttl: Some(Duration::from_secs(1)),
+        ..CallOptions::default()
+    };
+    a.set(b"k", &CallOptions::default(), Some("a".into()))
+        .unwrap();
+    b.set(b"k", &CallOptions::default(), Some("b".into()))
+        .unwrap();
+    b.set(b"old", &short, Some("b".into())).unwrap();
+    clock.advance(Duration::from_secs(2));
+    a.purge(false);
+    assert_eq!(get(&a, "k", NONE), Ok((None, Level::Miss)));
+    assert_eq!(get(&b, "k", NONE), got("b", Level::L1));
+    assert!(b.peek(b"old", true).is_some(), "stale, kept until evicted");
+    a.purge(true);
+    assert!(b.peek(b"old", true).is_none(), "flush_expired freed it");
+    assert!(b.peek(b"k", false).is_some());
+}
+
+#[test]
+fn names_isolate_exactly_and_one_name_shares() {
+    let l2 = store(1 << 20);
+    let clock = Clock::manual();
+    let ab = Cache::new("ab", l2.clone(), options(&clock)).unwrap();
+    let a = Cache::new("a", l2.clone(), options(&clock)).unwrap();
+    let ab_again = Cache::new("ab", l2.clone(), options(&clock)).unwrap();
+    ab.set(b"c", &CallOptions::default(), Some("ab+c".into()))
+        .unwrap();
+    assert_eq!(
+        get(&a, "bc", NONE),
+        Ok((None, Level::Miss)),
+        "no ('ab','c') = ('a','bc')"
+    );
+    assert_eq!(get(&ab_again, "c", NONE), got("ab+c", Level::L2));
+    assert_eq!(ab.name(), "ab");
+}
+
+#[test]
+fn bulk_answers_in_order_and_runs_every_miss_loader() {
+    let (cache, _) = cache();
+    get(&cache, "l1", value("one")).unwrap();
+    elsewhere(|| get(&cache, "l2", value("two")).unwrap());
+    for concurrency in [1, 3, 16] {
+        cache.purge(false);
+        get(&cache, "l1", value("one")).unwrap();
+        elsewhere(|| get(&cache, "l2", value("two")).unwrap());
+        let runs = AtomicUsize::new(0);
+        let runs = &runs;
+        let keys: Vec<String> = (0..5).map(|i| format!("m{i}")).collect();
+        let mut ops = vec![
+            BulkOp {
+                key: b"l1",
+                opts: CallOptions::default(),
+                loader: None,
+            },
+            BulkOp {
+                key: b"l2",
+                opts: CallOptions::default(),
+                loader: None,
+            },
+            BulkOp {
+                key: b"none",
+                opts: CallOptions::default(),
+                loader: None,
+            },
+            BulkOp {
+                key: b"bad",
+                opts: CallOptions::default(),
+                loader: Some(Box::new(|| Err("nope".to_owned()))),
+            },
+        ];
+        for key in &keys {
+            ops.push(BulkOp {
+                key: key.as_bytes(),
+                opts: CallOptions::default(),
+                loader: Some(Box::new(move || {
+                    // Relaxed: counted after the bulk call returns (threads joined).
+                    runs.fetch_add(1, Ordering::Relaxed);
+                    Ok(Loaded::some(key.clone()))
+                })),
+            });
+        }
+        let results = cache.get_bulk(ops, concurrency).unwrap();
+        let flat: Vec<_> = results
+            .into_iter()
+            .map(|r| r.map(|hit| (hit.value.map(|v| (*v).clone()), hit.level)))
+            .collect();
+        assert_eq!(flat[0], got("one", Level::L1));
+        assert_eq!(flat[1], got("two", Level::L2));
+        assert_eq!(flat[2], Ok((None, Level::Miss)));
+        assert_eq!(flat[3], Err(Error::Loader("nope".into())));
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(flat[4 + i], got(key, Level::L3));
+        }
+        // Relaxed: see above.
+        assert_eq!(runs.load(Ordering::Relaxed), 5, "concurrency {concurrency}");
+    }
+}
+
+#[test]
+fn a_full_l2_fails_set_but_get_keeps_the_value_in_l1() {
+    let clock = Clock::manual();
+    let cache = Cache::new("t", store(300), options(&clock)).unwrap();
+    let big = "x".repeat(400);
+    let err = cache
+        .set(b"k", &CallOptions::default(), Some(big.clone()))
+        .unwrap_err();
+    assert_eq!(err, Error::L2Full { tries: 3 });
+    assert_eq!(
+        get(&cache, "k", NONE),
+        Ok((None, Level::Miss)),
+        "set left L1 alone"
+    );
+    assert_eq!(get(&cache, "k", value(&big)), got(&big, Level::L3));
+    assert_eq!(cache.warnings(), 1);
+    assert_eq!(get(&cache, "k", NONE), got(&big, Level::L1));
+    // A stored-nowhere value never leaves its lock held.
+    let no_wait = CallOptions {
+        lock: Some(LockOptions {
+            timeout: Duration::ZERO,
+            ..LockOptions::default()
+        }),
+        ..CallOptions::default()
+    };
+    elsewhere(|| {
+        let hit = cache.get(b"k", &no_wait, value("again")).unwrap();
+        assert_eq!(hit.level, Level::L3);
+    });
+}
+
+#[test]
+fn each_try_evicts_a_bounded_batch() {
+    let clock = Clock::manual();
+    let l2 = store(8 << 10);
+    let cache = Cache::new("t", l2.clone(), options(&clock)).unwrap();
+    for i in 0..100 {
+        cache
+            .set(
+                format!("{i:03}").as_bytes(),
+                &CallOptions::default(),
+                Some("v".into()),
+            )
+            .unwrap();
+    }
+    let used = l2.used_bytes();
+    assert!(used > 7 << 10, "full: {used}");
+    // Needs about 20 evictions: one try (8) is not enough, four are.
+    let big = "x".repeat(used / 5);
+    let one = CallOptions {
+        set_tries: Some(1),
+        ..CallOptions::default()
+    };
+    assert_eq!(
+        cache.set(b"big", &one, Some(big.clone())),
+        Err(Error::L2Full { tries: 1 })
+    );
+    let four = CallOptions {
+        set_tries: Some(4),
+        ..CallOptions::default()
+    };
+    cache.set(b"big", &four, Some(big)).unwrap();
+    assert!(l2.used_bytes() <= l2.capacity_bytes());
+}
+
+#[test]
+fn promotion_keeps_the_remaining_ttl_and_zero_means_forever() {
+    let (cache, clock) = cache();
+    let ten = CallOptions {
+        ttl: Some(Duration::from_secs(10)),
+        ..CallOptions::default()
+    };
+    cache.set(b"k", &ten, Some("v".into())).unwrap();
+    clock.advance(Duration::from_secs(4));
+    elsewhere(|| {
+        assert_eq!(get(&cache, "k", NONE), got("v", Level::L2));
+        assert_eq!(get(&cache, "k", NONE), got("v", Level::L1));
+        clock.advance(Duration::from_secs(6));
+        // No life left: served from L2, not kept in L1.
+        assert_eq!(get(&cache, "k", NONE), got("v", Level::L2));
+        assert_eq!(get(&cache, "k", NONE), got("v", Level::L2));
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(get(&cache, "k", NONE), Ok((None, Level::Miss)), "stale");
+    });
+    let forever = CallOptions {
+        ttl: Some(Duration::ZERO),
+        ..CallOptions::default()
+    };
+    cache.set(b"f", &forever, Some("v".into())).unwrap();
+    clock.advance(Duration::from_secs(1 << 30));
+    assert_eq!(get(&cache, "f", NONE), got("v", Level::L1));
+    elsewhere(|| assert_eq!(get(&cache, "f", NONE), got("v", Level::L2)));
+}
+
+#[test]
+fn the_transform_runs_on_every_promotion_and_its_error_is_returned() {
+    let upper: Transform<String> = PayloadArc::new(|v: &PayloadArc<String>| {
+        if v.as_str() == "reject" {
+            Err("rejected".to_owned())
+        } else {
+            Ok(PayloadArc::new(v.to_uppercase()))
+        }
+    });
+    let (cache, clock) = cache_with(|o| {
+        o.transform = Some(upper);
+        o.ttl = Duration::from_secs(1);
+        o.resurrect_ttl = Some(Duration::from_secs(5));
+        o.lock.timeout = Duration::ZERO;
+    });
+    assert_eq!(get(&cache, "k", value("v")), got("V", Level::L3));
+    assert_eq!(get(&cache, "k", NONE), got("V", Level::L1));
+    elsewhere(|| assert_eq!(get(&cache, "k", NONE), got("V", Level::L2)));
+    assert_eq!(
+        cache
+            .peek(b"k", false)
+            .unwrap()
+            .value
+            .as_deref()
+            .map(String::as_str),
+        Some("v")
+    );
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(
+        get(&cache, "k", fails()),
+        got("V", Level::Stale),
+        "resurrected"
+    );
+    get(&cache, "s", value("s")).unwrap();
+    clock.advance(Duration::from_secs(2));
+    thread::scope(|s| {
+        let (release, holder) = hold_lock(s, &cache, "s");
+        assert_eq!(
+            get(&cache, "s", must_not_run()),
+            got("S", Level::Stale),
+            "timeout path"
+        );
+        release.send(()).unwrap();
+        holder.join().unwrap().unwrap();
+    });
+    assert_eq!(
+        get(&cache, "r", value("reject")),
+        Err(Error::Transform("rejected".into()))
+    );
+    assert_eq!(
+        cache.set(b"r", &CallOptions::default(), Some("reject".into())),
+        Err(Error::Transform("rejected".into()))
+    );
+}
+
+#[test]
+fn a_miss_store_keeps_negative_entries_apart() {
+    let misses = store(1 << 16);
+    let l2 = store(1 << 16);
+    let (cache, _) = {
+        let clock = Clock::manual();
+        let mut opts = options(&clock);
+        opts.miss_store = Some(misses.clone());
+        (Cache::new("t", l2.clone(), opts).unwrap(), clock)
+    };
+    let none: Option<Load> = Some(Box::new(|| Ok(Loaded::none())));
+    assert_eq!(get(&cache, "k", none), Ok((None, Level::L3)));
+    assert_eq!((l2.used_bytes(), misses.used_bytes() > 0), (0, true));
+    elsewhere(|| assert_eq!(get(&cache, "k", must_not_run()), Ok((None, Level::L2))));
+    assert!(cache.peek(b"k", false).is_some());
+    cache
+        .set(b"k", &CallOptions::default(), Some("v".into()))
+        .unwrap();
+    assert_eq!(misses.used_bytes(), 0, "set cleared the miss");
+    cache.delete(b"k");
+    assert_eq!(l2.used_bytes(), 0);
+}

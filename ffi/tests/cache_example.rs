@@ -1,0 +1,61 @@
+//! Builds the C examples of the cache tiers with their Makefile, runs them (exit 0), and runs
+//! them again under valgrind's memcheck when valgrind is installed (CI installs it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where `cargo test` just built `libbucket_engine.so`: next to this test binary (the copy in
+/// `target/<profile>` is only refreshed by `cargo build`).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent().expect("target/<profile>/deps").to_path_buf()
+}
+
+fn run(command: &mut Command) {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({})\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn the_c_examples_run_clean() {
+    let lib = lib_dir();
+    assert!(
+        lib.join("libbucket_engine.so").exists(),
+        "no libbucket_engine.so in {}",
+        lib.display()
+    );
+    let out = std::env::temp_dir().join(format!("mcb_cache_examples_{}", std::process::id()));
+    std::fs::create_dir_all(&out).expect("temp dir");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples-c/cache");
+    // A missing `make` or C compiler fails here, loudly.
+    run(Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(&dir)
+        .arg(format!("LIBDIR={}", lib.display()))
+        .arg(format!("OUT={}", out.display())));
+    let example = out.join("threads");
+    // cargo's LD_LIBRARY_PATH would win over the example's rpath and may name a stale copy.
+    run(Command::new(&example).env("LD_LIBRARY_PATH", &lib));
+    if Command::new("valgrind").arg("--version").output().is_ok() {
+        run(Command::new("valgrind")
+            .args(["--error-exitcode=1", "--leak-check=full", "--quiet"])
+            .arg(format!(
+                "--suppressions={}",
+                dir.join("valgrind.supp").display()
+            ))
+            .arg(&example)
+            .env("LD_LIBRARY_PATH", &lib));
+    } else {
+        eprintln!("valgrind not installed: memcheck skipped (CI installs it)");
+    }
+    std::fs::remove_dir_all(&out).ok();
+}
