@@ -253,7 +253,12 @@ impl Store {
         if key.is_empty() || key.len() > KEY_MAX {
             return Err(Error::BadKey);
         }
-        if key.len().saturating_add(nbytes).saturating_add(ITEM_OVERHEAD) > self.config.item_size_max {
+        if key
+            .len()
+            .saturating_add(nbytes)
+            .saturating_add(ITEM_OVERHEAD)
+            > self.config.item_size_max
+        {
             return Err(Error::TooBig);
         }
         Ok(())
@@ -403,12 +408,12 @@ impl Store {
 
     /// Removes a dead `item` of `key`, if the key still holds it.
     fn take_back(&self, key: &[u8], item: &ItemRef) {
-        let removed = self.l2.update(NS, key, 0, |old| {
-            match old.and_then(|e| e.value.as_ref()) {
+        let removed = self
+            .l2
+            .update(NS, key, 0, |old| match old.and_then(|e| e.value.as_ref()) {
                 Some(held) if PayloadArc::ptr_eq(held, item) => (Change::Remove, true),
                 _ => (Change::Keep, false),
-            }
-        });
+            });
         if removed == Ok(true) {
             self.counters.add(Counter::Reclaimed, 1);
         }
@@ -418,15 +423,17 @@ impl Store {
     pub fn remove(&self, key: &[u8], cas: u64) -> Result<(), Error> {
         let now = self.now();
         let mut dead = false;
-        let result = self.l2.update(NS, key, 0, |old| match self.current(old, now) {
-            Current::Live(item) if cas == 0 || item.cas() == cas => (Change::Remove, Ok(())),
-            Current::Live(_) => (Change::Keep, Err(Error::Exists)),
-            Current::Dead => {
-                dead = true;
-                (Change::Remove, Err(Error::NotFound))
-            }
-            Current::Absent => (Change::Keep, Err(Error::NotFound)),
-        });
+        let result = self
+            .l2
+            .update(NS, key, 0, |old| match self.current(old, now) {
+                Current::Live(item) if cas == 0 || item.cas() == cas => (Change::Remove, Ok(())),
+                Current::Live(_) => (Change::Keep, Err(Error::Exists)),
+                Current::Dead => {
+                    dead = true;
+                    (Change::Remove, Err(Error::NotFound))
+                }
+                Current::Absent => (Change::Keep, Err(Error::NotFound)),
+            });
         if dead {
             self.counters.add(Counter::Reclaimed, 1);
         }
@@ -492,17 +499,19 @@ impl Store {
     pub fn touch(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef> {
         let now = self.now();
         let mut dead = false;
-        let result = self.l2.update(NS, key, 0, |old| match self.current(old, now) {
-            Current::Live(item) => {
-                item.set_exptime(exptime);
-                (Change::Keep, Some(item.clone()))
-            }
-            Current::Dead => {
-                dead = true;
-                (Change::Remove, None)
-            }
-            Current::Absent => (Change::Keep, None),
-        });
+        let result = self
+            .l2
+            .update(NS, key, 0, |old| match self.current(old, now) {
+                Current::Live(item) => {
+                    item.set_exptime(exptime);
+                    (Change::Keep, Some(item.clone()))
+                }
+                Current::Dead => {
+                    dead = true;
+                    (Change::Remove, None)
+                }
+                Current::Absent => (Change::Keep, None),
+            });
         if dead {
             self.counters.add(Counter::Reclaimed, 1);
         }

@@ -215,7 +215,10 @@ impl<T: Send + Sync> L2<T> {
 
     /// Entries evicted to make room since the store was made.
     pub fn evictions(&self) -> u64 {
-        self.shards.iter().map(|s| s.policy.lock().evictions()).sum()
+        self.shards
+            .iter()
+            .map(|s| s.policy.lock().evictions())
+            .sum()
     }
 
     /// Frees what this store retired as far as the epoch collector can now: for shutdown, when
@@ -411,9 +414,7 @@ impl<T: Send + Sync> L2<T> {
 
     /// What an entry costs against the byte bound.
     fn weight(&self, key: &[u8], entry: &Entry<T>) -> usize {
-        std::mem::size_of::<Node<T>>()
-            + key.len()
-            + entry.value.as_deref().map_or(0, &self.weigher)
+        std::mem::size_of::<Node<T>>() + key.len() + entry.value.as_deref().map_or(0, &self.weigher)
     }
 
     /// Removes `key`; `removed` runs under the shard lock after the removal, as in `insert`.
