@@ -9,8 +9,9 @@
 //! change them in place, as memcached's own items do.
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use crate::sync::{PayloadArc, UnsafeCell};
+use crate::sync::PayloadArc;
 use std::fmt;
+use std::ptr::NonNull;
 
 /// Seconds on the host's clock (memcached's `rel_time_t`); an expiry of 0 means never.
 pub type RelTime = u32;
@@ -25,7 +26,9 @@ pub const ITEM_OVERHEAD: usize = std::mem::size_of::<Item>();
 /// A memcached item.
 pub struct Item {
     key: Box<[u8]>,
-    value: UnsafeCell<Box<[u8]>>,
+    /// A `Box<[u8]>` taken apart, so that the host may write through the pointer before the
+    /// item is stored (a `Box` would claim unique access to its bytes).
+    value: NonNull<[u8]>,
     flags: u32,
     exptime: AtomicU32,
     cas: AtomicU64,
@@ -35,9 +38,9 @@ pub struct Item {
     seq: AtomicU64,
 }
 
-// SAFETY: the value's bytes are only written through `value_ptr` before the item is stored,
-// by the one caller that allocated it (the contract of `value_ptr`); every other field is
-// immutable or atomic.
+// SAFETY: the item owns its value's bytes (freed once, on drop); they are only written through
+// `value_ptr` before the item is stored, by the one caller that allocated it (the contract of
+// `value_ptr`); every other field is immutable or atomic.
 #[allow(unsafe_code)]
 unsafe impl Sync for Item {}
 // SAFETY: as for `Sync`: no thread affinity anywhere in an item.
@@ -49,7 +52,7 @@ impl Item {
     pub fn new(key: &[u8], value: impl Into<Box<[u8]>>, flags: u32, exptime: RelTime) -> Self {
         Self {
             key: key.into(),
-            value: UnsafeCell::new(value.into()),
+            value: NonNull::from(Box::leak(value.into())),
             flags,
             exptime: AtomicU32::new(exptime),
             cas: AtomicU64::new(0),
@@ -71,9 +74,11 @@ impl Item {
     /// The value.
     pub fn value(&self) -> &[u8] {
         #[allow(unsafe_code)]
-        // SAFETY: the bytes are written only before the item is shared (see `value_ptr`), so
-        // no write overlaps this borrow; the box itself is never replaced.
-        self.value.with(|v| unsafe { &**v })
+        // SAFETY: the bytes live as long as the item; they are written only before the item is
+        // shared (see `value_ptr`), so no write overlaps this borrow.
+        unsafe {
+            self.value.as_ref()
+        }
     }
 
     /// The value's first byte, writable: the host fills an allocated item through it.
@@ -83,10 +88,7 @@ impl Item {
     /// its value (memcached's contract between `allocate` and `store`), and within
     /// `value().len()` bytes.
     pub fn value_ptr(&self) -> *mut u8 {
-        #[allow(unsafe_code)]
-        // SAFETY: a raw pointer to the boxed bytes; the `&mut` lives only for this call and no
-        // reference into the bytes is held across it by this item.
-        self.value.with_mut(|v| unsafe { (*v).as_mut_ptr() })
+        self.value.as_ptr().cast()
     }
 
     /// The flags, as stored.
@@ -141,6 +143,14 @@ impl Item {
     /// Bytes charged for it: key, value and [`ITEM_OVERHEAD`].
     pub fn size(&self) -> usize {
         self.key.len() + self.value().len() + ITEM_OVERHEAD
+    }
+}
+
+impl Drop for Item {
+    fn drop(&mut self) {
+        #[allow(unsafe_code)]
+        // SAFETY: `value` came from `Box::leak` in `new` and is freed only here, once.
+        drop(unsafe { Box::from_raw(self.value.as_ptr()) });
     }
 }
 
