@@ -336,11 +336,7 @@ pub(crate) unsafe extern "C" fn get_stats(
             }
             _ => return ENGINE_KEY_ENOENT,
         }
-        // The end of the stats, as memcached's engines mark it.
-        if let Some(f) = add_stat {
-            // SAFETY: the host's callback; an empty key and value end the response.
-            unsafe { f(ptr::null(), 0, ptr::null(), 0, cookie) };
-        }
+        // The server ends the response itself, after the engine's stats.
         ENGINE_SUCCESS
     })
 }
