@@ -37,7 +37,13 @@ pub(crate) fn parse(host: &HostApi, config: Option<&str>) -> Result<Config, Stri
         bool_item(c"eviction", &mut out.eviction),
         size_item(c"cache_size", &mut out.cache_size),
         bool_item(c"preallocate", &mut preallocate),
-        item(c"factor", DT_FLOAT, config_value { dt_float: &mut factor }),
+        item(
+            c"factor",
+            DT_FLOAT,
+            config_value {
+                dt_float: &mut factor,
+            },
+        ),
         size_item(c"chunk_size", &mut chunk_size),
         size_item(c"item_size_max", &mut out.item_size_max),
         bool_item(c"ignore_vbucket", &mut ignore_vbucket),
