@@ -171,10 +171,8 @@ fn storage_engine_gets_do_not_allocate() {
     // SAFETY: create_instance returned our ENGINE_HANDLE_V1.
     let v1 = unsafe { *handle.cast::<ENGINE_HANDLE_V1>() };
     // SAFETY: our own slot; NULL is the default configuration.
-    assert_eq!(
-        unsafe { v1.initialize.unwrap()(handle, ptr::null()) },
-        ENGINE_SUCCESS
-    );
+    let rc = unsafe { v1.initialize.unwrap()(handle, ptr::null()) };
+    assert_eq!(rc, ENGINE_SUCCESS);
     let cookie = ptr::null(); // memcached's engine test harness passes NULL cookies
     let mut item: *mut item = ptr::null_mut();
     // SAFETY: our own slots, live out-parameters; the key is 3 bytes.
@@ -220,10 +218,12 @@ fn storage_engine_gets_do_not_allocate() {
             // SAFETY: as above.
             let rc = unsafe { get(handle, cookie, &mut found, c"key".as_ptr().cast(), 3, 0) };
             assert_eq!(rc, ENGINE_SUCCESS);
-            // SAFETY: the item just handed out and a live item_info.
+            // SAFETY: item_info is plain data (integers and pointers); all zeroes is valid.
             let mut item_info: item_info = unsafe { std::mem::zeroed() };
             item_info.nvalue = 1;
-            assert!(unsafe { info(handle, cookie, found, &mut item_info) });
+            // SAFETY: the item just handed out and a live item_info with one iovec.
+            let filled = unsafe { info(handle, cookie, found, &mut item_info) };
+            assert!(filled);
             // SAFETY: the item the engine just handed out, given back once.
             unsafe { release(handle, cookie, found) };
             let mut missing: *mut item = ptr::null_mut();
