@@ -25,10 +25,11 @@ pub const ITEM_OVERHEAD: usize = std::mem::size_of::<Item>();
 
 /// A memcached item.
 pub struct Item {
-    key: Box<[u8]>,
-    /// A `Box<[u8]>` taken apart, so that the host may write through the pointer before the
-    /// item is stored (a `Box` would claim unique access to its bytes).
-    value: NonNull<[u8]>,
+    /// Key then value, in one allocation: a `Box<[u8]>` taken apart, so that the host may
+    /// write the value through a pointer before the item is stored (a `Box` would claim unique
+    /// access to its bytes).
+    bytes: NonNull<[u8]>,
+    nkey: usize,
     flags: u32,
     exptime: AtomicU32,
     cas: AtomicU64,
@@ -49,10 +50,39 @@ unsafe impl Send for Item {}
 
 impl Item {
     /// An item holding `value`.
-    pub fn new(key: &[u8], value: impl Into<Box<[u8]>>, flags: u32, exptime: RelTime) -> Self {
+    pub fn new(key: &[u8], value: &[u8], flags: u32, exptime: RelTime) -> Self {
+        let mut bytes = Vec::with_capacity(key.len() + value.len());
+        bytes.extend_from_slice(key);
+        bytes.extend_from_slice(value);
+        Self::from_bytes(bytes.into_boxed_slice(), key.len(), flags, exptime)
+    }
+
+    /// An item of `nbytes` zeroed value bytes, to be filled through [`Item::value_ptr`].
+    pub fn zeroed(key: &[u8], nbytes: usize, flags: u32, exptime: RelTime) -> Self {
+        let mut bytes = vec![0; key.len() + nbytes];
+        bytes[..key.len()].copy_from_slice(key);
+        Self::from_bytes(bytes.into_boxed_slice(), key.len(), flags, exptime)
+    }
+
+    /// An item whose value is `head` followed by `tail` (append and prepend).
+    pub(crate) fn joined(
+        key: &[u8],
+        head: &[u8],
+        tail: &[u8],
+        flags: u32,
+        exptime: RelTime,
+    ) -> Self {
+        let mut bytes = Vec::with_capacity(key.len() + head.len() + tail.len());
+        bytes.extend_from_slice(key);
+        bytes.extend_from_slice(head);
+        bytes.extend_from_slice(tail);
+        Self::from_bytes(bytes.into_boxed_slice(), key.len(), flags, exptime)
+    }
+
+    fn from_bytes(bytes: Box<[u8]>, nkey: usize, flags: u32, exptime: RelTime) -> Self {
         Self {
-            key: key.into(),
-            value: NonNull::from(Box::leak(value.into())),
+            bytes: NonNull::from(Box::leak(bytes)),
+            nkey,
             flags,
             exptime: AtomicU32::new(exptime),
             cas: AtomicU64::new(0),
@@ -61,24 +91,23 @@ impl Item {
         }
     }
 
-    /// An item of `nbytes` zeroed value bytes, to be filled through [`Item::value_ptr`].
-    pub fn zeroed(key: &[u8], nbytes: usize, flags: u32, exptime: RelTime) -> Self {
-        Self::new(key, vec![0; nbytes], flags, exptime)
-    }
-
     /// The key.
     pub fn key(&self) -> &[u8] {
-        &self.key
+        &self.all()[..self.nkey]
+    }
+
+    fn all(&self) -> &[u8] {
+        #[allow(unsafe_code)]
+        // SAFETY: the bytes live as long as the item; the value part is written only before
+        // the item is shared (see `value_ptr`), so no write overlaps this borrow.
+        unsafe {
+            self.bytes.as_ref()
+        }
     }
 
     /// The value.
     pub fn value(&self) -> &[u8] {
-        #[allow(unsafe_code)]
-        // SAFETY: the bytes live as long as the item; they are written only before the item is
-        // shared (see `value_ptr`), so no write overlaps this borrow.
-        unsafe {
-            self.value.as_ref()
-        }
+        &self.all()[self.nkey..]
     }
 
     /// The value's first byte, writable: the host fills an allocated item through it.
@@ -88,7 +117,8 @@ impl Item {
     /// its value (memcached's contract between `allocate` and `store`), and within
     /// `value().len()` bytes.
     pub fn value_ptr(&self) -> *mut u8 {
-        self.value.as_ptr().cast()
+        // In bounds: `nkey` is at most the length of the bytes.
+        self.bytes.as_ptr().cast::<u8>().wrapping_add(self.nkey)
     }
 
     /// The flags, as stored.
@@ -142,22 +172,22 @@ impl Item {
 
     /// Bytes charged for it: key, value and [`ITEM_OVERHEAD`].
     pub fn size(&self) -> usize {
-        self.key.len() + self.value().len() + ITEM_OVERHEAD
+        self.bytes.len() + ITEM_OVERHEAD
     }
 }
 
 impl Drop for Item {
     fn drop(&mut self) {
         #[allow(unsafe_code)]
-        // SAFETY: `value` came from `Box::leak` in `new` and is freed only here, once.
-        drop(unsafe { Box::from_raw(self.value.as_ptr()) });
+        // SAFETY: `bytes` came from `Box::leak` in `from_bytes` and is freed only here, once.
+        drop(unsafe { Box::from_raw(self.bytes.as_ptr()) });
     }
 }
 
 impl fmt::Debug for Item {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Item")
-            .field("key", &String::from_utf8_lossy(&self.key))
+            .field("key", &String::from_utf8_lossy(self.key()))
             .field("nbytes", &self.value().len())
             .field("flags", &self.flags)
             .field("exptime", &self.exptime())

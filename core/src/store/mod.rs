@@ -296,12 +296,7 @@ impl Store {
                         (item.value(), old.value())
                     };
                     self.check(item.key(), head.len() + tail.len())?;
-                    let joined = Item::new(
-                        item.key(),
-                        [head, tail].concat(),
-                        old.flags(),
-                        old.exptime(),
-                    );
+                    let joined = Item::joined(item.key(), head, tail, old.flags(), old.exptime());
                     Ok(PayloadArc::new(joined))
                 }
                 _ => Ok(item.clone()),
@@ -387,8 +382,10 @@ impl Store {
 
     /// The live item of `key` (memcached's `get`): no lock, no allocation.
     pub fn get(&self, key: &[u8]) -> Option<ItemRef> {
-        self.counters.add(Counter::CmdGet, 1);
-        let found = self.l2.get(NS, key).and_then(|f| f.entry.value);
+        let found = self
+            .l2
+            .read(NS, key, |_, entry| entry.value.clone())
+            .flatten();
         match found {
             Some(item) if self.is_live(&item, self.now()) => {
                 self.counters.add(Counter::GetHits, 1);
@@ -481,7 +478,7 @@ impl Store {
             };
             value = new;
             self.check(key, 20)?;
-            let item = Item::new(key, new.to_string().into_bytes(), flags, exptime);
+            let item = Item::new(key, new.to_string().as_bytes(), flags, exptime);
             Ok(self.stamp(PayloadArc::new(item), now))
         });
         let counter = match (increment, hit) {
@@ -557,7 +554,8 @@ impl Store {
                 .evictions()
                 .saturating_sub(self.evictions_base.load(Ordering::Relaxed)),
             reclaimed: c(Counter::Reclaimed),
-            cmd_get: c(Counter::CmdGet),
+            // Each get counts once, as a hit or a miss.
+            cmd_get: c(Counter::GetHits) + c(Counter::GetMisses),
             get_hits: c(Counter::GetHits),
             get_misses: c(Counter::GetMisses),
             cmd_set: c(Counter::CmdSet),

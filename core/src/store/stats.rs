@@ -10,7 +10,6 @@ use crossbeam_utils::CachePadded;
 pub(crate) enum Counter {
     TotalItems,
     Reclaimed,
-    CmdGet,
     GetHits,
     GetMisses,
     CmdSet,

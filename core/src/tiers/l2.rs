@@ -249,6 +249,20 @@ impl<T: Send + Sync> L2<T> {
 
     /// Reads `key` without a lock; the copy shares the value.
     pub(crate) fn get(&self, ns: u32, key: &[u8]) -> Option<Found<T>> {
+        self.read(ns, key, |key, entry| Found {
+            key: key.clone(),
+            entry: entry.clone(),
+        })
+    }
+
+    /// Reads `key` without a lock, handing `f` the stored key and entry (which it may only
+    /// borrow for the call: what it keeps, it clones).
+    pub(crate) fn read<R>(
+        &self,
+        ns: u32,
+        key: &[u8],
+        f: impl FnOnce(&PayloadArc<[u8]>, &Entry<T>) -> R,
+    ) -> Option<R> {
         let hash = self.hash(ns, key);
         let guard = self.domain.pin();
         let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {
@@ -259,12 +273,9 @@ impl<T: Send + Sync> L2<T> {
         // before the unlink is gone.
         let node = unsafe { found.as_ref() }?;
         touch(&node.freq);
-        let copy = Found {
-            key: node.key.clone(),
-            entry: node.entry.clone(),
-        };
+        let answer = f(&node.key, &node.entry);
         node.check_live();
-        Some(copy)
+        Some(answer)
     }
 
     /// Stores `entry` for `key`, evicting up to `tries` batches to make room; `published` runs
