@@ -4,29 +4,67 @@
 //! memcheck when valgrind is on PATH (CI installs it; a local run without it says so, and a run
 //! with `CI` set fails instead).
 //!
-//! Both libraries come from target/<profile>: `cargo test --workspace` builds them.
+//! Both libraries come from target/<profile>. `cargo test` does not build a cdylib that no
+//! test can link, so this test builds the two (`cargo build`, same profile and features; a
+//! no-op when they are current) before it looks for them.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
 #[path = "../../tests/abi_common/mod.rs"]
 mod abi_common;
 
 use abi_common::{build, built_library, exported_functions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Builds both libraries once per test binary, into the target dir this test runs from.
+fn build_libraries() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>/deps");
+        let target_dir = profile_dir.parent().expect("target/");
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args([
+                "build",
+                "-p",
+                "mcb-storage-engine",
+                "-p",
+                "mcb-bucket-engine",
+            ])
+            .arg("--target-dir")
+            .arg(target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.ends_with("release") {
+            cargo.arg("--release");
+        }
+        if cfg!(feature = "engine-pu") {
+            cargo.args([
+                "--features",
+                "mcb-storage-engine/engine-pu,mcb-bucket-engine/engine-pu",
+            ]);
+        }
+        let out = cargo.output().expect("run cargo build");
+        assert!(
+            out.status.success(),
+            "building the engine libraries failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
 
 fn storage_engine() -> PathBuf {
-    built_library(
-        "libmcb_engine.so",
-        "run `cargo test --workspace` or `cargo build -p mcb-storage-engine`",
-    )
+    build_libraries();
+    built_library("libmcb_engine.so", "cargo build -p mcb-storage-engine")
 }
 
 fn bucket_engine() -> PathBuf {
-    built_library(
-        "libbucket_engine.so",
-        "run `cargo test --workspace`, or `cargo build -p mcb-bucket-engine` before testing \
-         this package alone",
-    )
+    build_libraries();
+    built_library("libbucket_engine.so", "cargo build -p mcb-bucket-engine")
 }
 
 /// Runs the C suite in `mode` on `lib`, under `wrapper` when given.
