@@ -25,7 +25,14 @@ const VALUE: [u8; 100] = [b'v'; 100];
 /// links it (replacing the old one).
 #[derive(Default)]
 struct GlobalLock {
-    cache: Mutex<(HashMap<Vec<u8>, Arc<SeedItem>>, u64)>,
+    cache: Mutex<Cache>,
+}
+
+/// What the cache lock guards: the items and the CAS counter.
+#[derive(Default)]
+struct Cache {
+    items: HashMap<Vec<u8>, Arc<SeedItem>>,
+    last_cas: u64,
 }
 
 struct SeedItem {
@@ -37,17 +44,22 @@ struct SeedItem {
 
 impl GlobalLock {
     fn get(&self, key: &[u8]) -> Option<Arc<SeedItem>> {
-        self.cache.lock().expect("not poisoned").0.get(key).cloned()
+        self.cache
+            .lock()
+            .expect("not poisoned")
+            .items
+            .get(key)
+            .cloned()
     }
 
     fn set(&self, key: &[u8], value: &[u8]) {
         let mut cache = self.cache.lock().expect("not poisoned");
-        cache.1 += 1;
+        cache.last_cas += 1;
         let item = Arc::new(SeedItem {
             value: value.into(),
-            cas: cache.1,
+            cas: cache.last_cas,
         });
-        cache.0.insert(key.to_vec(), item);
+        cache.items.insert(key.to_vec(), item);
     }
 }
 
