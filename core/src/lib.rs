@@ -4,6 +4,7 @@
 //!   the shutdown of deleted buckets (the design of Couchbase's `bucket_engine.c`).
 //! - [`tiers`]: multi-level cache tiers with lua-resty-mlcache's semantics (L1 per thread, a
 //!   shared lock-free L2, a single-flight loader).
+//! - [`store`]: memcached's item semantics (the built-in storage engine) over the L2 tier.
 //! - [`sync`]: the std/loom shim every shared-state module goes through.
 //!
 //! Nothing here knows about C or the memcached wire protocol; `ffi` maps those onto this crate.
@@ -12,5 +13,6 @@
 #![warn(missing_docs)]
 
 pub mod bucket;
+pub mod store;
 pub mod sync;
 pub mod tiers;

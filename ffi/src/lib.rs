@@ -4,7 +4,10 @@
 //! - [`abi`]: `#[repr(C)]` mirrors of memcached's engine interface v1.
 //! - [`bucket_engine`]: the drop-in bucket engine; `ffi/bucket-engine` exports it as
 //!   `libbucket_engine.so`.
+//! - [`storage`]: the built-in storage engine over `mcb_core::store`; `ffi/storage-engine`
+//!   exports it as `libmcb_engine.so`, and the bucket engine creates it for `engine=builtin`.
 
 pub mod abi;
 pub mod boundary;
 pub mod bucket_engine;
+pub mod storage;

@@ -61,6 +61,17 @@ impl<T> Entry<T> {
     }
 }
 
+/// What [`L2::update`] does with a key.
+#[derive(Debug)]
+pub(crate) enum Change<T> {
+    /// Leave it as it is.
+    Keep,
+    /// Store this entry (replacing what the key held).
+    Put(Entry<T>),
+    /// Remove the key.
+    Remove,
+}
+
 /// A copy of what a read found.
 #[derive(Debug)]
 pub(crate) struct Found<T> {
@@ -192,6 +203,30 @@ impl<T: Send + Sync> L2<T> {
         self.shards.iter().map(|s| s.policy.lock().used()).sum()
     }
 
+    /// Entries stored (live or stale).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.policy.lock().len()).sum()
+    }
+
+    /// Whether no entry is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Entries evicted to make room since the store was made.
+    pub fn evictions(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.policy.lock().evictions())
+            .sum()
+    }
+
+    /// Frees what this store retired as far as the epoch collector can now: for shutdown, when
+    /// no other thread reads the store, so that a leak checker finds nothing left behind.
+    pub fn reclaim(&self) {
+        self.domain.flush();
+    }
+
     /// The namespace of cache `name`: caches with one name share it (and its entries).
     pub(crate) fn namespace(&self, name: &str) -> Arc<Namespace> {
         let mut all = self.namespaces.lock();
@@ -214,6 +249,20 @@ impl<T: Send + Sync> L2<T> {
 
     /// Reads `key` without a lock; the copy shares the value.
     pub(crate) fn get(&self, ns: u32, key: &[u8]) -> Option<Found<T>> {
+        self.read(ns, key, |key, entry| Found {
+            key: key.clone(),
+            entry: entry.clone(),
+        })
+    }
+
+    /// Reads `key` without a lock, handing `f` the stored key and entry (which it may only
+    /// borrow for the call: what it keeps, it clones).
+    pub(crate) fn read<R>(
+        &self,
+        ns: u32,
+        key: &[u8],
+        f: impl FnOnce(&PayloadArc<[u8]>, &Entry<T>) -> R,
+    ) -> Option<R> {
         let hash = self.hash(ns, key);
         let guard = self.domain.pin();
         let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {
@@ -224,12 +273,9 @@ impl<T: Send + Sync> L2<T> {
         // before the unlink is gone.
         let node = unsafe { found.as_ref() }?;
         touch(&node.freq);
-        let copy = Found {
-            key: node.key.clone(),
-            entry: node.entry.clone(),
-        };
+        let answer = f(&node.key, &node.entry);
         node.check_live();
-        Some(copy)
+        Some(answer)
     }
 
     /// Stores `entry` for `key`, evicting up to `tries` batches to make room; `published` runs
@@ -243,26 +289,80 @@ impl<T: Send + Sync> L2<T> {
         tries: u32,
         published: impl FnOnce() -> R,
     ) -> Result<R, Error> {
+        self.write(ns, key, tries, false, |_| Change::Put(entry), published)
+    }
+
+    /// Read-modify-write of one key under its shard lock: `decide` sees what the key holds (if
+    /// anything) and says what to do with it, so that concurrent updates of one key (memcached's
+    /// incr, CAS, append) never lose one another. Returns `decide`'s answer, or an error when a
+    /// [`Change::Put`] found no room after `tries` eviction batches, in which case the key keeps
+    /// what it held.
+    pub(crate) fn update<R>(
+        &self,
+        ns: u32,
+        key: &[u8],
+        tries: u32,
+        decide: impl FnOnce(Option<&Entry<T>>) -> (Change<T>, R),
+    ) -> Result<R, Error> {
+        let mut answer = None;
+        self.write(
+            ns,
+            key,
+            tries,
+            true,
+            |old| {
+                let (change, r) = decide(old);
+                answer = Some(r);
+                change
+            },
+            || (),
+        )?;
+        Ok(answer.expect("decide ran"))
+    }
+
+    /// `insert` and `update`: the change `decide` picks, under the shard lock.
+    fn write<R>(
+        &self,
+        ns: u32,
+        key: &[u8],
+        tries: u32,
+        keep_on_failure: bool,
+        decide: impl FnOnce(Option<&Entry<T>>) -> Change<T>,
+        published: impl FnOnce() -> R,
+    ) -> Result<R, Error> {
         let hash = self.hash(ns, key);
-        let weight = std::mem::size_of::<Node<T>>()
-            + key.len()
-            + entry.value.as_deref().map_or(0, &self.weigher);
         let shard = self.shard(hash);
         let bucket = shard.bucket(hash);
         let mut policy = shard.policy.lock();
         let guard = self.domain.pin();
-        let (_, old) = find(bucket, &guard, |n| {
+        let (link, old) = find(bucket, &guard, |n| {
             n.hash == hash && n.ns == ns && *n.key == *key
         });
         // SAFETY: as in `get`; besides, only writers retire nodes and we hold the shard lock.
-        if let Some(old) = unsafe { old.as_ref() } {
+        let old_ref = unsafe { old.as_ref() };
+        let entry = match decide(old_ref.map(|n| &n.entry)) {
+            Change::Keep => return Ok(published()),
+            Change::Remove => {
+                if let Some(n) = old_ref {
+                    policy.remove(n.slot);
+                    unlink(link, old, &guard);
+                }
+                return Ok(published());
+            }
+            Change::Put(entry) => entry,
+        };
+        let weight = self.weight(key, &entry);
+        if let Some(old) = old_ref {
             policy.remove(old.slot);
         }
         let mut tries_made = 0;
-        while !policy.fits(weight) && tries_made < tries {
+        'tries: while !policy.fits(weight) && tries_made < tries {
             tries_made += 1;
             for _ in 0..EVICTIONS_PER_TRY {
-                let Some(victim) = policy.evict() else { break };
+                // Nothing left to evict: more tries cannot help.
+                let Some(victim) = policy.evict() else {
+                    break 'tries;
+                };
                 let victim = Shared::from(victim.0);
                 // SAFETY: the victim was in the policy, hence linked and live (lock held).
                 let vhash = unsafe { victim.deref() }.hash;
@@ -272,12 +372,23 @@ impl<T: Send + Sync> L2<T> {
                 }
             }
         }
-        if !policy.fits(weight) {
-            if !old.is_null() {
-                unlink(link_to(bucket, old, &guard), old, &guard);
+        let (entry, weight, outcome) = if policy.fits(weight) {
+            (entry, weight, Ok(()))
+        } else {
+            match old_ref {
+                // The old entry fitted before and nothing was added since: it fits again.
+                Some(n) if keep_on_failure => (
+                    n.entry.clone(),
+                    self.weight(key, &n.entry),
+                    Err(Error::L2Full { tries }),
+                ),
+                Some(_) => {
+                    unlink(link_to(bucket, old, &guard), old, &guard);
+                    return Err(Error::L2Full { tries });
+                }
+                None => return Err(Error::L2Full { tries }),
             }
-            return Err(Error::L2Full { tries });
-        }
+        };
         let mut node = Owned::new(Node {
             hash,
             ns,
@@ -310,7 +421,12 @@ impl<T: Send + Sync> L2<T> {
         if !old.is_null() {
             retire(&guard, old);
         }
-        Ok(published())
+        outcome.map(|()| published())
+    }
+
+    /// What an entry costs against the byte bound.
+    fn weight(&self, key: &[u8], entry: &Entry<T>) -> usize {
+        std::mem::size_of::<Node<T>>() + key.len() + entry.value.as_deref().map_or(0, &self.weigher)
     }
 
     /// Removes `key`; `removed` runs under the shard lock after the removal, as in `insert`.

@@ -25,4 +25,6 @@ pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek};
 pub use clock::Clock;
 pub use error::Error;
 pub use l2::L2;
+// For the memcached item store (`crate::store`), which builds on L2 directly.
+pub(crate) use l2::{Change, Entry};
 pub use options::{CallOptions, LockOptions, Options, Transform};

@@ -77,6 +77,7 @@ pub(crate) struct Policy<P> {
     used: usize,
     small_used: usize,
     capacity: usize,
+    evictions: u64,
 }
 
 impl<P: Tracked> Policy<P> {
@@ -91,6 +92,7 @@ impl<P: Tracked> Policy<P> {
             used: 0,
             small_used: 0,
             capacity,
+            evictions: 0,
         }
     }
 
@@ -100,6 +102,16 @@ impl<P: Tracked> Policy<P> {
 
     pub(crate) fn used(&self) -> usize {
         self.used
+    }
+
+    /// Entries held.
+    pub(crate) fn len(&self) -> usize {
+        self.small.len + self.main.len
+    }
+
+    /// Entries [`Policy::evict`] has returned so far.
+    pub(crate) fn evictions(&self) -> u64 {
+        self.evictions
     }
 
     /// Whether `weight` more bytes fit without evicting.
@@ -174,6 +186,7 @@ impl<P: Tracked> Policy<P> {
                 if queue == Queue::Small {
                     self.remember(slot.hash);
                 }
+                self.evictions += 1;
                 return Some(self.remove(index));
             }
             // Relaxed: see `touch`. Moving to main resets the count; in main it decays.
@@ -194,7 +207,10 @@ impl<P: Tracked> Policy<P> {
         } else {
             self.main.tail
         };
-        (oldest != NIL).then(|| self.remove(oldest))
+        (oldest != NIL).then(|| {
+            self.evictions += 1;
+            self.remove(oldest)
+        })
     }
 
     /// Remembers an evicted hash; the ghost holds about as many hashes as the shard has entries.

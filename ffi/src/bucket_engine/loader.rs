@@ -1,5 +1,9 @@
 //! Engines loaded from shared libraries: the `core` `Engine` and `Env` for the C world.
 //!
+//! The engine spec `builtin` ([`BUILTIN`]) names the built-in storage engine, created
+//! in-process by `crate::storage::create_instance`; everything after `create_instance` is the
+//! same for both.
+//!
 //! A bucket's engine is loaded as memcached would load it: `dlopen(RTLD_NOW | RTLD_LOCAL)`,
 //! `create_instance(1, get_server_api, &handle)`. Every failure is logged with the path and the
 //! reason, and the library is closed on every error path (the seed leaked it when `dlsym`
@@ -192,10 +196,14 @@ fn dlerror() -> String {
     unsafe { super::host::c_str(libc::dlerror()) }.unwrap_or_else(|| "unknown error".into())
 }
 
-fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, String> {
-    if path.is_empty() {
-        return Err("Failed to load engine: no engine path".into());
-    }
+/// The engine spec of the built-in storage engine (`crate::storage`): a bucket created with
+/// `engine=builtin` (or CREATE with body `builtin`) gets its own instance, made in-process, with
+/// no library to load.
+pub(crate) const BUILTIN: &str = "builtin";
+
+/// Opens the library at `path` and finds its `create_instance`; the library closes if the
+/// caller drops it.
+fn open(path: &str) -> Result<(Library, CreateInstance), String> {
     let cpath = CString::new(path)
         .map_err(|_| format!("Failed to open library \"{path}\": NUL in path"))?;
     // SAFETY: a NUL-terminated path; the flags are valid.
@@ -213,11 +221,23 @@ fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, Str
         ));
     }
     // SAFETY: memcached's contract for engine libraries: `create_instance` has this signature.
-    let create: unsafe extern "C" fn(
-        u64,
-        GET_SERVER_API,
-        *mut *mut ENGINE_HANDLE,
-    ) -> ENGINE_ERROR_CODE = unsafe { std::mem::transmute::<*mut c_void, _>(symbol) };
+    let create = unsafe { std::mem::transmute::<*mut c_void, CreateInstance>(symbol) };
+    Ok((library, create))
+}
+
+type CreateInstance =
+    unsafe extern "C" fn(u64, GET_SERVER_API, *mut *mut ENGINE_HANDLE) -> ENGINE_ERROR_CODE;
+
+fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, String> {
+    if path.is_empty() {
+        return Err("Failed to load engine: no engine path".into());
+    }
+    let (library, create) = if path == BUILTIN {
+        (None, crate::storage::create_instance as CreateInstance)
+    } else {
+        let (library, create) = open(path)?;
+        (Some(library), create)
+    };
     let mut handle: *mut ENGINE_HANDLE = ptr::null_mut();
     // SAFETY: version 1, our get_server_api, a live out-parameter.
     let rc = unsafe { create(1, Some(super::engine_get_server_api), &mut handle) };
@@ -227,6 +247,8 @@ fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, Str
             rc.0
         ));
     }
+    // Its engine exists now: the library stays loaded for good (see the module docs).
+    std::mem::forget(library);
     // SAFETY: a non-NULL handle from create_instance points at the engine's handle.
     let interface = unsafe { (*handle).interface };
     if interface != 1 {
@@ -253,11 +275,8 @@ fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, Str
         v1.get_item_info.is_some(),
     ];
     if required.contains(&false) {
-        // Its engine exists now: the library must stay loaded (it may have registered things).
-        std::mem::forget(library);
         return Err(format!("{path} lacks a required engine function"));
     }
-    std::mem::forget(library); // loaded for good: see the module docs
     let disconnect = Arc::new(DisconnectSlot::default());
     slots()
         .lock()

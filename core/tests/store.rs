@@ -1,0 +1,392 @@
+//! memcached's item semantics, one test per rule, on a manual clock.
+
+use mcb_core::store::*;
+use std::sync::Arc;
+use std::thread;
+
+fn store_with(edit: impl FnOnce(&mut Config)) -> (Store, ManualClock) {
+    let clock = ManualClock::new(100);
+    let mut config = Config::default();
+    edit(&mut config);
+    (
+        Store::new(config, Box::new(clock.clone())).expect("valid config"),
+        clock,
+    )
+}
+
+fn store() -> (Store, ManualClock) {
+    store_with(|_| ())
+}
+
+fn put(s: &Store, key: &str, value: &str, op: StoreOp) -> Result<u64, Error> {
+    let item = s.item(key.as_bytes(), value.as_bytes(), 7, 0)?;
+    s.store(&item, op)
+}
+
+fn put_cas(s: &Store, key: &str, value: &str, op: StoreOp, cas: u64) -> Result<u64, Error> {
+    let item = s.item(key.as_bytes(), value.as_bytes(), 7, 0)?;
+    item.set_cas(cas);
+    s.store(&item, op)
+}
+
+fn value(s: &Store, key: &str) -> Option<String> {
+    s.get(key.as_bytes())
+        .map(|item| String::from_utf8_lossy(item.value()).into_owned())
+}
+
+#[test]
+fn allocate_fill_store_get_and_the_item_outlives_its_removal() {
+    let (s, _) = store();
+    let item = s.allocate(b"k", 3, 42, 0).unwrap();
+    // What the host does through the pointer get_item_info hands it.
+    let bytes: &[u8] = b"abc";
+    for (i, b) in bytes.iter().enumerate() {
+        // SAFETY: a fresh item of 3 bytes that nobody else holds yet.
+        unsafe { item.value_ptr().add(i).write(*b) };
+    }
+    let cas = s.store(&item, StoreOp::Set).unwrap();
+    let held = s.get(b"k").unwrap();
+    assert_eq!(
+        (held.value(), held.flags(), held.cas()),
+        (&b"abc"[..], 42, cas)
+    );
+    put(&s, "k", "new", StoreOp::Set).unwrap();
+    s.remove(b"k", 0).unwrap();
+    s.flush(0);
+    // Replaced, deleted and flushed: the holder still reads its item.
+    assert_eq!(held.value(), b"abc");
+    assert_eq!(held.key(), b"k");
+    assert_eq!(value(&s, "k"), None);
+}
+
+#[test]
+fn cas_values_are_unique_and_increase_and_use_cas_false_disables_them() {
+    let (s, _) = store();
+    let a = put(&s, "a", "1", StoreOp::Set).unwrap();
+    let b = put(&s, "b", "1", StoreOp::Set).unwrap();
+    let a2 = put(&s, "a", "2", StoreOp::Set).unwrap();
+    assert!(0 < a && a < b && b < a2);
+    assert_eq!(s.get(b"a").unwrap().cas(), a2);
+    let (s, _) = store_with(|c| c.use_cas = false);
+    assert_eq!(put(&s, "a", "1", StoreOp::Set), Ok(0));
+    assert_eq!(s.get(b"a").unwrap().cas(), 0);
+}
+
+#[test]
+fn add_set_replace() {
+    let (s, _) = store();
+    assert_eq!(put(&s, "k", "r", StoreOp::Replace), Err(Error::NotStored));
+    put(&s, "k", "a", StoreOp::Add).unwrap();
+    assert_eq!(put(&s, "k", "b", StoreOp::Add), Err(Error::NotStored));
+    assert_eq!(value(&s, "k").as_deref(), Some("a"));
+    put(&s, "k", "c", StoreOp::Replace).unwrap();
+    put(&s, "k", "d", StoreOp::Set).unwrap();
+    assert_eq!(value(&s, "k").as_deref(), Some("d"));
+}
+
+#[test]
+fn append_and_prepend_keep_flags_and_expiry_and_need_the_key() {
+    let (s, clock) = store();
+    assert_eq!(put(&s, "k", "x", StoreOp::Append), Err(Error::NotStored));
+    assert_eq!(put(&s, "k", "x", StoreOp::Prepend), Err(Error::NotStored));
+    let item = s.item(b"k", b"mid", 3, 200).unwrap();
+    let cas = s.store(&item, StoreOp::Set).unwrap();
+    let item = s.item(b"k", b">", 99, 0).unwrap();
+    let cas2 = s.store(&item, StoreOp::Append).unwrap();
+    assert!(cas2 > cas);
+    put(&s, "k", "<", StoreOp::Prepend).unwrap();
+    let got = s.get(b"k").unwrap();
+    assert_eq!(
+        (got.value(), got.flags(), got.exptime()),
+        (&b"<mid>"[..], 3, 200)
+    );
+    // A CAS given with append must match.
+    assert_eq!(
+        put_cas(&s, "k", "!", StoreOp::Append, 1),
+        Err(Error::Exists)
+    );
+    put_cas(&s, "k", "!", StoreOp::Append, got.cas()).unwrap();
+    clock.advance(100);
+    assert_eq!(value(&s, "k"), None, "the kept expiry still applies");
+}
+
+#[test]
+fn cas_store_and_remove_with_cas() {
+    let (s, _) = store();
+    assert_eq!(put_cas(&s, "k", "v", StoreOp::Cas, 5), Err(Error::NotFound));
+    let cas = put(&s, "k", "v", StoreOp::Set).unwrap();
+    assert_eq!(
+        put_cas(&s, "k", "w", StoreOp::Cas, cas + 1),
+        Err(Error::Exists)
+    );
+    let cas2 = put_cas(&s, "k", "w", StoreOp::Cas, cas).unwrap();
+    assert!(cas2 > cas);
+    assert_eq!(value(&s, "k").as_deref(), Some("w"));
+    assert_eq!(s.remove(b"k", cas), Err(Error::Exists));
+    assert_eq!(s.remove(b"k", cas2), Ok(()));
+    assert_eq!(s.remove(b"k", 0), Err(Error::NotFound));
+    put(&s, "k", "v", StoreOp::Set).unwrap();
+    assert_eq!(s.remove(b"k", 0), Ok(()));
+    let st = s.stats();
+    assert_eq!(
+        (st.cas_misses, st.cas_badval, st.cas_hits),
+        (1, 1, 1),
+        "{st:?}"
+    );
+    assert_eq!((st.delete_hits, st.delete_misses), (2, 2));
+}
+
+#[test]
+fn incr_and_decr() {
+    let (s, clock) = store();
+    assert_eq!(s.arithmetic(b"n", true, 1, None), Err(Error::NotFound));
+    let (v, cas) = s.arithmetic(b"n", true, 1, Some((10, 150))).unwrap();
+    assert_eq!(v, 10, "created with the initial value");
+    assert_eq!(s.get(b"n").unwrap().cas(), cas);
+    let (v, cas2) = s.arithmetic(b"n", true, 5, Some((0, 0))).unwrap();
+    assert_eq!(v, 15);
+    assert!(cas2 > cas, "returns the new CAS");
+    assert_eq!(value(&s, "n").as_deref(), Some("15"));
+    assert_eq!(
+        s.arithmetic(b"n", false, 100, None).unwrap().0,
+        0,
+        "decr floors at 0"
+    );
+    put(&s, "big", "18446744073709551615", StoreOp::Set).unwrap();
+    assert_eq!(
+        s.arithmetic(b"big", true, 2, None).unwrap().0,
+        1,
+        "incr wraps"
+    );
+    put(&s, "text", "abc", StoreOp::Set).unwrap();
+    assert_eq!(s.arithmetic(b"text", true, 1, None), Err(Error::NotNumeric));
+    assert_eq!(value(&s, "text").as_deref(), Some("abc"));
+    // The created item got the asked expiry.
+    clock.advance(50);
+    assert_eq!(value(&s, "n"), None);
+    let st = s.stats();
+    assert_eq!((st.incr_hits, st.incr_misses, st.decr_hits), (3, 2, 1));
+}
+
+#[test]
+fn concurrent_incr_and_decr_never_lose_an_update() {
+    let (s, _) = store();
+    let s = Arc::new(s);
+    put(&s, "n", "1000000", StoreOp::Set).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                for _ in 0..500 {
+                    s.arithmetic(b"n", t % 2 == 0, 3, None).unwrap();
+                    s.arithmetic(b"n", true, 1, None).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Two threads add 3, two subtract 3; all four add 1, 500 times each.
+    assert_eq!(value(&s, "n").as_deref(), Some("1002000"));
+}
+
+#[test]
+fn expired_items_are_invisible_and_reclaimed() {
+    let (s, clock) = store();
+    let item = s.item(b"k", b"v", 0, 110).unwrap();
+    s.store(&item, StoreOp::Set).unwrap();
+    put(&s, "forever", "v", StoreOp::Set).unwrap();
+    clock.advance(9);
+    assert!(s.get(b"k").is_some());
+    clock.advance(1);
+    assert!(s.get(b"k").is_none(), "expired at its exptime");
+    assert_eq!(put(&s, "k", "x", StoreOp::Replace), Err(Error::NotStored));
+    put(&s, "k", "x", StoreOp::Add).unwrap();
+    assert_eq!(value(&s, "forever").as_deref(), Some("v"));
+    let st = s.stats();
+    assert_eq!(st.reclaimed, 1, "{st:?}");
+    assert_eq!(st.curr_items, 2);
+}
+
+#[test]
+fn touch_sets_a_new_expiry() {
+    let (s, clock) = store();
+    assert!(s.touch(b"k", 0).is_none());
+    put(&s, "k", "v", StoreOp::Set).unwrap();
+    let item = s.touch(b"k", 105).unwrap();
+    assert_eq!((item.value(), item.exptime()), (&b"v"[..], 105));
+    clock.advance(5);
+    assert!(s.get(b"k").is_none());
+    let st = s.stats();
+    assert_eq!((st.touch_hits, st.touch_misses), (1, 1));
+}
+
+#[test]
+fn flush_now_hides_everything_stored_before_it() {
+    let (s, _) = store();
+    put(&s, "a", "1", StoreOp::Set).unwrap();
+    put(&s, "b", "1", StoreOp::Set).unwrap();
+    s.flush(0);
+    assert_eq!((value(&s, "a"), value(&s, "b")), (None, None));
+    assert_eq!(s.stats().curr_items, 0);
+    put(&s, "a", "2", StoreOp::Set).unwrap();
+    assert_eq!(
+        value(&s, "a").as_deref(),
+        Some("2"),
+        "stored after the flush"
+    );
+}
+
+#[test]
+fn a_delayed_flush_hides_what_was_stored_before_its_time() {
+    let (s, clock) = store();
+    put(&s, "old", "1", StoreOp::Set).unwrap();
+    s.flush(110);
+    clock.advance(5);
+    put(&s, "mid", "1", StoreOp::Set).unwrap();
+    assert_eq!(value(&s, "old").as_deref(), Some("1"), "not yet");
+    clock.advance(5);
+    put(&s, "new", "1", StoreOp::Set).unwrap();
+    assert_eq!((value(&s, "old"), value(&s, "mid")), (None, None));
+    assert_eq!(value(&s, "new").as_deref(), Some("1"));
+}
+
+#[test]
+fn keys_and_item_sizes_are_limited() {
+    let (s, _) = store_with(|c| c.item_size_max = 4096);
+    assert_eq!(s.item(b"", b"v", 0, 0).unwrap_err(), Error::BadKey);
+    let long = vec![b'k'; KEY_MAX];
+    assert!(s.item(&long, b"v", 0, 0).is_ok());
+    let longer = vec![b'k'; KEY_MAX + 1];
+    assert_eq!(s.item(&longer, b"v", 0, 0).unwrap_err(), Error::BadKey);
+    assert_eq!(s.allocate(b"k", 4096, 0, 0).unwrap_err(), Error::TooBig);
+    assert!(s.allocate(b"k", 4096 - 1 - ITEM_OVERHEAD, 0, 0).is_ok());
+    // Appending past the limit is refused too.
+    put(&s, "k", &"x".repeat(3000), StoreOp::Set).unwrap();
+    assert_eq!(
+        put(&s, "k", &"y".repeat(1100), StoreOp::Append),
+        Err(Error::TooBig)
+    );
+}
+
+#[test]
+fn a_tiny_cache_still_holds_the_largest_item_with_eviction_on() {
+    let (s, _) = store_with(|c| c.cache_size = 1000);
+    let big = vec![b'x'; PAGE_SIZE - 100 - ITEM_OVERHEAD];
+    for i in 0..3 {
+        let item = s.item(format!("big{i}").as_bytes(), &big, 0, 0).unwrap();
+        s.store(&item, StoreOp::Set).unwrap();
+    }
+    assert_eq!(s.get(b"big2").unwrap().value().len(), big.len());
+    let st = s.stats();
+    assert_eq!(st.evictions, 2, "{st:?}");
+    assert_eq!(st.engine_maxbytes, 1000);
+}
+
+#[test]
+fn without_eviction_a_full_cache_answers_no_memory_and_keeps_its_items() {
+    let (s, _) = store_with(|c| {
+        c.eviction = false;
+        c.cache_size = 0;
+        c.shards = 1;
+    });
+    let chunk = vec![b'x'; 100_000];
+    let mut stored = 0;
+    let err = loop {
+        match s
+            .item(format!("k{stored}").as_bytes(), &chunk, 0, 0)
+            .map(|i| s.store(&i, StoreOp::Set))
+        {
+            Ok(Ok(_)) => stored += 1,
+            Ok(Err(e)) | Err(e) => break e,
+        }
+    };
+    assert_eq!(err, Error::NoMemory);
+    assert!(stored >= 9);
+    assert!((0..stored).all(|i| s.get(format!("k{i}").as_bytes()).is_some()));
+    // Growing an item that no longer fits keeps the old one.
+    let more = vec![b'y'; 200_000];
+    let item = s.item(b"k0", &more, 0, 0).unwrap();
+    assert_eq!(s.store(&item, StoreOp::Set), Err(Error::NoMemory));
+    assert_eq!(s.get(b"k0").unwrap().value().len(), chunk.len());
+    assert_eq!(s.stats().evictions, 0);
+}
+
+#[test]
+fn an_item_read_recently_outlives_untouched_items_stored_before_it() {
+    let (s, _) = store_with(|c| {
+        c.cache_size = 0;
+        c.shards = 1;
+    });
+    let chunk = vec![b'x'; 50_000];
+    let set = |i: usize| {
+        let item = s.item(format!("k{i}").as_bytes(), &chunk, 0, 0).unwrap();
+        s.store(&item, StoreOp::Set).unwrap();
+    };
+    for i in 0..10 {
+        set(i);
+    }
+    assert!(s.get(b"k0").is_some(), "k0 is read");
+    // Fill until something is evicted, then a bit more.
+    let mut i = 10;
+    while s.stats().evictions < 5 {
+        set(i);
+        i += 1;
+    }
+    assert!(s.get(b"k0").is_some(), "the read item survives");
+    let gone: Vec<usize> = (1..10)
+        .filter(|k| s.get(format!("k{k}").as_bytes()).is_none())
+        .collect();
+    assert_eq!(
+        gone,
+        (1..=gone.len()).collect::<Vec<_>>(),
+        "oldest untouched first"
+    );
+    assert!(!gone.is_empty());
+}
+
+#[test]
+fn stats_count_and_reset() {
+    let (s, _) = store_with(|c| c.cache_size = 12345);
+    put(&s, "a", "1", StoreOp::Set).unwrap();
+    put(&s, "b", "22", StoreOp::Set).unwrap();
+    put(&s, "a", "333", StoreOp::Set).unwrap();
+    assert!(s.get(b"a").is_some());
+    assert!(s.get(b"zz").is_none());
+    let st = s.stats();
+    assert_eq!(
+        (
+            st.curr_items,
+            st.total_items,
+            st.cmd_set,
+            st.cmd_get,
+            st.get_hits,
+            st.get_misses
+        ),
+        (2, 3, 3, 2, 1, 1)
+    );
+    assert_eq!(st.engine_maxbytes, 12345);
+    assert!(st.bytes as usize >= 2 * ITEM_OVERHEAD + 2 + 5);
+    s.reset_stats();
+    let after = s.stats();
+    assert_eq!(
+        (after.total_items, after.cmd_get, after.evictions),
+        (0, 0, 0)
+    );
+    assert_eq!((after.curr_items, after.bytes), (st.curr_items, st.bytes));
+    assert_eq!(after.pairs()[0], ("curr_items", 2));
+}
+
+#[test]
+fn invalid_settings_are_refused() {
+    let clock = || Box::new(ManualClock::default());
+    let config = Config {
+        item_size_max: 10,
+        ..Config::default()
+    };
+    assert!(matches!(
+        Store::new(config, clock()),
+        Err(Error::InvalidConfig(_))
+    ));
+}

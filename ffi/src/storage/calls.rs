@@ -1,0 +1,588 @@
+//! The engine calls: check what the host passes, call the store, map its answer to a code.
+//!
+//! An item crosses to the host as `Arc::into_raw` of an [`ItemRef`]: each `allocate` and each
+//! successful `get` hands out one reference, which the host gives back with `release`.
+
+use super::store as store_of;
+use crate::abi::*;
+use crate::boundary::guard;
+use mcb_core::store::{Error, Item, ItemRef, Store, StoreOp, KEY_MAX};
+use std::ffi::{c_char, c_int, c_void};
+use std::mem::ManuallyDrop;
+use std::ptr;
+use std::sync::Arc;
+
+/// memcached's code for a store error.
+fn code(e: &Error) -> ENGINE_ERROR_CODE {
+    match e {
+        Error::NotFound => ENGINE_KEY_ENOENT,
+        Error::Exists => ENGINE_KEY_EEXISTS,
+        Error::NotStored => ENGINE_NOT_STORED,
+        Error::TooBig => ENGINE_E2BIG,
+        Error::NoMemory => ENGINE_ENOMEM,
+        Error::NotNumeric | Error::BadKey | Error::InvalidConfig(_) => ENGINE_EINVAL,
+    }
+}
+
+fn result_code<T>(r: &Result<T, Error>) -> ENGINE_ERROR_CODE {
+    r.as_ref().err().map_or(ENGINE_SUCCESS, code)
+}
+
+/// A key the host passed: `None` when NULL, empty or longer than memcached allows.
+///
+/// # Safety
+/// `key` is NULL or points at `nkey` readable bytes for the duration of the call.
+unsafe fn key<'a>(key: *const c_void, nkey: usize) -> Option<&'a [u8]> {
+    if key.is_null() || nkey == 0 || nkey > KEY_MAX {
+        return None;
+    }
+    // SAFETY: the caller's contract; non-NULL and nkey > 0.
+    Some(unsafe { std::slice::from_raw_parts(key.cast::<u8>(), nkey) })
+}
+
+/// Hands one reference to the host.
+fn to_host(item: ItemRef) -> *mut item {
+    Arc::into_raw(item).cast_mut().cast()
+}
+
+/// The item behind a pointer the host holds (NULL: `None`).
+///
+/// # Safety
+/// `item` is NULL or a pointer [`to_host`] made whose reference the host has not released.
+unsafe fn borrowed<'a>(item: *const item) -> Option<&'a Item> {
+    // SAFETY: the caller's contract: the reference it holds keeps the item alive.
+    unsafe { item.cast::<Item>().as_ref() }
+}
+
+/// A new reference to the item behind a host pointer.
+///
+/// # Safety
+/// As for [`borrowed`], non-NULL.
+unsafe fn shared(item: *const item) -> ItemRef {
+    // SAFETY: the host's reference is still counted; ManuallyDrop leaves it to the host, and
+    // the clone is a reference of our own.
+    let held = ManuallyDrop::new(unsafe { Arc::from_raw(item.cast::<Item>()) });
+    ItemRef::clone(&held)
+}
+
+/// Runs `call` with the handle's store; ENGINE_FAILED for a handle not yet initialised (or
+/// NULL), and for a panic.
+fn with_store(
+    handle: *mut ENGINE_HANDLE,
+    call: impl FnOnce(&Store) -> ENGINE_ERROR_CODE,
+) -> ENGINE_ERROR_CODE {
+    guard(ENGINE_FAILED, || {
+        // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+        match unsafe { store_of(handle) } {
+            Some(store) => call(store),
+            None => ENGINE_FAILED,
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn allocate(
+    handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    out: *mut *mut item,
+    key_ptr: *const c_void,
+    nkey: usize,
+    nbytes: usize,
+    flags: c_int,
+    exptime: rel_time_t,
+) -> ENGINE_ERROR_CODE {
+    with_store(handle, |store| {
+        // SAFETY: the host passes `nkey` bytes at `key_ptr`.
+        let (Some(key), false) = (unsafe { key(key_ptr, nkey) }, out.is_null()) else {
+            return ENGINE_EINVAL;
+        };
+        // The flags are the host's 32 bits, kept as they come.
+        match store.allocate(key, nbytes, flags as u32, exptime) {
+            Ok(item) => {
+                // SAFETY: checked non-NULL; the host's out-parameter.
+                unsafe { *out = to_host(item) };
+                ENGINE_SUCCESS
+            }
+            Err(e) => code(&e),
+        }
+    })
+}
+
+#[cfg(not(feature = "engine-pu"))]
+type Cas = *mut u64;
+#[cfg(feature = "engine-pu")]
+type Cas = u64;
+
+/// The expected CAS of a remove (0: any).
+#[cfg(not(feature = "engine-pu"))]
+fn expected(cas: Cas) -> u64 {
+    // SAFETY: the host passes NULL or a readable `uint64_t`.
+    unsafe { cas.as_ref() }.copied().unwrap_or(0)
+}
+
+#[cfg(feature = "engine-pu")]
+fn expected(cas: Cas) -> u64 {
+    cas
+}
+
+pub(crate) unsafe extern "C" fn remove(
+    handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    key_ptr: *const c_void,
+    nkey: usize,
+    cas: Cas,
+    _vbucket: u16,
+) -> ENGINE_ERROR_CODE {
+    with_store(handle, |store| {
+        // SAFETY: the host passes `nkey` bytes at `key_ptr`.
+        let Some(key) = (unsafe { key(key_ptr, nkey) }) else {
+            return ENGINE_EINVAL;
+        };
+        result_code(&store.remove(key, expected(cas)))
+    })
+}
+
+pub(crate) unsafe extern "C" fn release(
+    _handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    item: *mut item,
+) {
+    guard((), || {
+        if !item.is_null() {
+            // SAFETY: the host gives back the reference `allocate` or `get` handed it, once.
+            drop(unsafe { Arc::from_raw(item.cast_const().cast::<Item>()) });
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn get(
+    handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    out: *mut *mut item,
+    key_ptr: *const c_void,
+    nkey: c_int,
+    _vbucket: u16,
+) -> ENGINE_ERROR_CODE {
+    with_store(handle, |store| {
+        let Ok(nkey) = usize::try_from(nkey) else {
+            return ENGINE_EINVAL;
+        };
+        // SAFETY: the host passes `nkey` bytes at `key_ptr`.
+        let (Some(key), false) = (unsafe { key(key_ptr, nkey) }, out.is_null()) else {
+            return ENGINE_EINVAL;
+        };
+        match store.get(key) {
+            Some(item) => {
+                // SAFETY: checked non-NULL; the host's out-parameter.
+                unsafe { *out = to_host(item) };
+                ENGINE_SUCCESS
+            }
+            None => ENGINE_KEY_ENOENT,
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn store(
+    handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    item: *mut item,
+    cas: *mut u64,
+    operation: ENGINE_STORE_OPERATION,
+    _vbucket: u16,
+) -> ENGINE_ERROR_CODE {
+    with_store(handle, |store| {
+        let op = match operation {
+            OPERATION_ADD => StoreOp::Add,
+            OPERATION_SET => StoreOp::Set,
+            OPERATION_REPLACE => StoreOp::Replace,
+            OPERATION_APPEND => StoreOp::Append,
+            OPERATION_PREPEND => StoreOp::Prepend,
+            OPERATION_CAS => StoreOp::Cas,
+            _ => return ENGINE_ENOTSUP,
+        };
+        if item.is_null() {
+            return ENGINE_EINVAL;
+        }
+        // SAFETY: a non-NULL item the host allocated from us and still holds.
+        let item = unsafe { shared(item) };
+        match store.store(&item, op) {
+            Ok(new_cas) => {
+                if !cas.is_null() {
+                    // SAFETY: the host's out-parameter, non-NULL.
+                    unsafe { *cas = new_cas };
+                }
+                ENGINE_SUCCESS
+            }
+            Err(e) => code(&e),
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn arithmetic(
+    handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    key_ptr: *const c_void,
+    nkey: c_int,
+    increment: bool,
+    create: bool,
+    delta: u64,
+    initial: u64,
+    exptime: rel_time_t,
+    cas: *mut u64,
+    result: *mut u64,
+    _vbucket: u16,
+) -> ENGINE_ERROR_CODE {
+    with_store(handle, |store| {
+        let Ok(nkey) = usize::try_from(nkey) else {
+            return ENGINE_EINVAL;
+        };
+        // SAFETY: the host passes `nkey` bytes at `key_ptr`.
+        let Some(key) = (unsafe { key(key_ptr, nkey) }) else {
+            return ENGINE_EINVAL;
+        };
+        // SAFETY: memcached passes the handle create_instance returned.
+        let host = &unsafe { super::engine(handle) }.expect("has a store").host;
+        // The client's expiry, as memcached's default engine reads it.
+        let create = create.then(|| (initial, host.realtime(libc::time_t::from(exptime))));
+        match store.arithmetic(key, increment, delta, create) {
+            Ok((value, new_cas)) => {
+                // SAFETY: the host's out-parameters, each checked non-NULL.
+                unsafe {
+                    if !cas.is_null() {
+                        *cas = new_cas;
+                    }
+                    if !result.is_null() {
+                        *result = value;
+                    }
+                }
+                ENGINE_SUCCESS
+            }
+            Err(e) => code(&e),
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn flush(
+    handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    when: libc::time_t,
+) -> ENGINE_ERROR_CODE {
+    with_store(handle, |store| {
+        if when < 0 {
+            return ENGINE_EINVAL;
+        }
+        // SAFETY: memcached passes the handle create_instance returned.
+        let host = &unsafe { super::engine(handle) }.expect("has a store").host;
+        store.flush(if when == 0 { 0 } else { host.realtime(when) });
+        ENGINE_SUCCESS
+    })
+}
+
+/// Hands one statistic to the host's callback.
+fn add(add_stat: ADD_STAT, cookie: *const c_void, key: &str, value: &str) {
+    let (Some(add_stat), Ok(klen), Ok(vlen)) = (
+        add_stat,
+        u16::try_from(key.len()),
+        u32::try_from(value.len()),
+    ) else {
+        return;
+    };
+    // SAFETY: the host's callback, with lengths that match the buffers, during this call.
+    unsafe {
+        add_stat(
+            key.as_ptr().cast(),
+            klen,
+            value.as_ptr().cast(),
+            vlen,
+            cookie,
+        )
+    }
+}
+
+pub(crate) unsafe extern "C" fn get_stats(
+    handle: *mut ENGINE_HANDLE,
+    cookie: *const c_void,
+    stat_key: *const c_char,
+    nkey: c_int,
+    add_stat: ADD_STAT,
+) -> ENGINE_ERROR_CODE {
+    with_store(handle, |store| {
+        if add_stat.is_none() {
+            return ENGINE_EINVAL;
+        }
+        let which: &[u8] = match usize::try_from(nkey) {
+            Ok(n) if n > 0 && !stat_key.is_null() => {
+                // SAFETY: the host passes `nkey` bytes at `stat_key`.
+                unsafe { std::slice::from_raw_parts(stat_key.cast::<u8>(), n) }
+            }
+            _ => b"",
+        };
+        match which {
+            b"" => {
+                for (name, value) in store.stats().pairs() {
+                    add(add_stat, cookie, name, &value.to_string());
+                }
+            }
+            b"settings" => {
+                let c = store.config();
+                add(add_stat, cookie, "use_cas", &c.use_cas.to_string());
+                add(add_stat, cookie, "eviction", &c.eviction.to_string());
+                add(add_stat, cookie, "cache_size", &c.cache_size.to_string());
+                add(
+                    add_stat,
+                    cookie,
+                    "item_size_max",
+                    &c.item_size_max.to_string(),
+                );
+            }
+            _ => return ENGINE_KEY_ENOENT,
+        }
+        // The server ends the response itself, after the engine's stats.
+        ENGINE_SUCCESS
+    })
+}
+
+pub(crate) unsafe extern "C" fn reset_stats(handle: *mut ENGINE_HANDLE, _cookie: *const c_void) {
+    with_store(handle, |store| {
+        store.reset_stats();
+        ENGINE_SUCCESS
+    });
+}
+
+/// The store keeps no host stats object.
+pub(crate) unsafe extern "C" fn get_stats_struct(
+    _handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+) -> *mut c_void {
+    ptr::null_mut()
+}
+
+pub(crate) unsafe extern "C" fn aggregate_stats(
+    _handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    _callback: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>,
+    _dest: *mut c_void,
+) -> ENGINE_ERROR_CODE {
+    ENGINE_ENOTSUP
+}
+
+/// What a binary request carries: opcode, extras and key, checked against its lengths.
+struct Request<'a> {
+    opcode: u8,
+    extras: &'a [u8],
+    key: &'a [u8],
+}
+
+/// Reads the header at `request` and the extras and key after it.
+///
+/// # Safety
+/// `request` is NULL or points at a request header followed by `bodylen` body bytes.
+unsafe fn request<'a>(request: *const protocol_binary_request_header) -> Option<Request<'a>> {
+    // SAFETY: the caller's contract.
+    let header = unsafe { request.as_ref() }?;
+    // SAFETY: every bit pattern of the header is valid for the fields' integer types.
+    let fields = unsafe { header.request };
+    let keylen = usize::from(u16::from_be(fields.keylen));
+    let extlen = usize::from(fields.extlen);
+    let bodylen = usize::try_from(u32::from_be(fields.bodylen)).ok()?;
+    if keylen + extlen > bodylen {
+        return None;
+    }
+    // SAFETY: the body follows the 24-byte header and holds at least extras and key.
+    let body = unsafe {
+        std::slice::from_raw_parts(
+            request.cast::<u8>().add(PROTOCOL_BINARY_HEADER_SIZE),
+            extlen + keylen,
+        )
+    };
+    let (extras, key) = body.split_at(extlen);
+    Some(Request {
+        opcode: fields.opcode,
+        extras,
+        key,
+    })
+}
+
+/// Touch (0x1c), get-and-touch (0x1d) and its quiet form (0x1e), answered through `response`
+/// as memcached's default engine answers them; other opcodes are not supported.
+pub(crate) unsafe extern "C" fn unknown_command(
+    handle: *mut ENGINE_HANDLE,
+    cookie: *const c_void,
+    req: *mut protocol_binary_request_header,
+    response: ADD_RESPONSE,
+) -> ENGINE_ERROR_CODE {
+    with_store(handle, |store| {
+        let Some(respond) = response else {
+            return ENGINE_EINVAL;
+        };
+        // SAFETY: the host passes NULL or a whole request.
+        let Some(request) = (unsafe { request(req) }) else {
+            return ENGINE_EINVAL;
+        };
+        let opcode = request.opcode;
+        if !matches!(
+            opcode,
+            PROTOCOL_BINARY_CMD_TOUCH | PROTOCOL_BINARY_CMD_GAT | PROTOCOL_BINARY_CMD_GATQ
+        ) {
+            return ENGINE_ENOTSUP;
+        }
+        let send = |ext: &[u8], body: &[u8], status: u16, cas: u64| {
+            // Extras are the 4 flag bytes and bodies are values under item_size_max: both fit.
+            let (Ok(extlen), Ok(bodylen)) = (u8::try_from(ext.len()), u32::try_from(body.len()))
+            else {
+                return ENGINE_FAILED;
+            };
+            // SAFETY: the host's callback, with pointers and lengths that match, during this
+            // call; the cookie is the host's own (NULL passes through).
+            let sent = unsafe {
+                respond(
+                    ptr::null(),
+                    0,
+                    ext.as_ptr().cast(),
+                    extlen,
+                    body.as_ptr().cast(),
+                    bodylen,
+                    PROTOCOL_BINARY_RAW_BYTES,
+                    status,
+                    cas,
+                    cookie,
+                )
+            };
+            if sent {
+                ENGINE_SUCCESS
+            } else {
+                ENGINE_FAILED
+            }
+        };
+        let (Ok(expiration), false) = (
+            <[u8; 4]>::try_from(request.extras),
+            request.key.is_empty() || request.key.len() > KEY_MAX,
+        ) else {
+            return send(&[], &[], PROTOCOL_BINARY_RESPONSE_EINVAL, 0);
+        };
+        // SAFETY: memcached passes the handle create_instance returned.
+        let host = &unsafe { super::engine(handle) }.expect("has a store").host;
+        let exptime = host.realtime(libc::time_t::from(u32::from_be_bytes(expiration)));
+        match (store.touch(request.key, exptime), opcode) {
+            (Some(item), PROTOCOL_BINARY_CMD_TOUCH) => {
+                send(&[], &[], PROTOCOL_BINARY_RESPONSE_SUCCESS, item.cas())
+            }
+            (Some(item), _) => send(
+                &item.flags().to_ne_bytes(),
+                item.value(),
+                PROTOCOL_BINARY_RESPONSE_SUCCESS,
+                item.cas(),
+            ),
+            // Quiet: a miss says nothing.
+            (None, PROTOCOL_BINARY_CMD_GATQ) => ENGINE_SUCCESS,
+            (None, _) => send(&[], &[], PROTOCOL_BINARY_RESPONSE_KEY_ENOENT, 0),
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn tap_notify(
+    _handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    _engine_specific: *mut c_void,
+    _nengine: u16,
+    _ttl: u8,
+    _tap_flags: u16,
+    _tap_event: tap_event_t,
+    _tap_seqno: u32,
+    _key: *const c_void,
+    _nkey: usize,
+    _flags: u32,
+    _exptime: u32,
+    _cas: u64,
+    _data: *const c_void,
+    _ndata: usize,
+    _vbucket: u16,
+) -> ENGINE_ERROR_CODE {
+    ENGINE_ENOTSUP
+}
+
+/// No TAP: a NULL iterator.
+pub(crate) unsafe extern "C" fn get_tap_iterator(
+    _handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    _client: *const c_void,
+    _nclient: usize,
+    _flags: u32,
+    _userdata: *const c_void,
+    _nuserdata: usize,
+) -> TAP_ITERATOR {
+    None
+}
+
+pub(crate) unsafe extern "C" fn item_set_cas(
+    _handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    item: *mut item,
+    cas: u64,
+) {
+    guard((), || {
+        // SAFETY: NULL or an item the host holds.
+        if let Some(item) = unsafe { borrowed(item) } {
+            item.set_cas(cas);
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn get_item_info(
+    _handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    item: *const item,
+    info: *mut item_info,
+) -> bool {
+    guard(false, || {
+        // SAFETY: NULL or an item the host holds.
+        let Some(item) = (unsafe { borrowed(item) }) else {
+            return false;
+        };
+        // SAFETY: NULL or the host's item_info, whose `nvalue` says how many iovecs it has.
+        let Some(info) = (unsafe { info.as_mut() }) else {
+            return false;
+        };
+        let (Ok(nbytes), Ok(nkey)) = (
+            u32::try_from(item.value().len()),
+            u16::try_from(item.key().len()),
+        ) else {
+            return false;
+        };
+        if info.nvalue < 1 {
+            return false;
+        }
+        info.cas = item.cas();
+        info.exptime = item.exptime();
+        info.nbytes = nbytes;
+        info.flags = item.flags();
+        info.clsid = 0;
+        info.nkey = nkey;
+        info.nvalue = 1;
+        info.key = item.key().as_ptr().cast();
+        info.value[0] = iovec {
+            iov_base: item.value_ptr().cast(),
+            iov_len: item.value().len(),
+        };
+        true
+    })
+}
+
+/// No extended error information.
+pub(crate) unsafe extern "C" fn errinfo(
+    _handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    _buffer: *mut c_char,
+    _buffsz: usize,
+) -> usize {
+    0
+}
+
+/// One vbucket, no map.
+#[cfg(not(feature = "engine-pu"))]
+pub(crate) unsafe extern "C" fn get_engine_vb_map(
+    _handle: *mut ENGINE_HANDLE,
+    _cookie: *const c_void,
+    _callback: engine_get_vb_map_cb,
+) -> ENGINE_ERROR_CODE {
+    ENGINE_ENOTSUP
+}

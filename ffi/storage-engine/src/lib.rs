@@ -1,0 +1,20 @@
+//! `libmcb_engine.so`: exports the built-in storage engine's `create_instance`, the one symbol
+//! memcached looks up in an engine library (`memcached -E libmcb_engine.so`). Everything else
+//! lives in `mcb_ffi::storage`; the bucket engine creates the same engine in-process for
+//! `engine=builtin`.
+
+use mcb_ffi::abi::{ENGINE_ERROR_CODE, ENGINE_HANDLE, GET_SERVER_API};
+
+/// memcached's entry point for engine libraries: a new storage engine instance per call.
+///
+/// # Safety
+/// `get_server_api` is NULL or the host's function; `handle` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn create_instance(
+    interface: u64,
+    get_server_api: GET_SERVER_API,
+    handle: *mut *mut ENGINE_HANDLE,
+) -> ENGINE_ERROR_CODE {
+    // SAFETY: the caller's contract is the one `mcb_ffi::storage::create_instance` needs.
+    unsafe { mcb_ffi::storage::create_instance(interface, get_server_api, handle) }
+}

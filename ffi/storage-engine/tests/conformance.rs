@@ -1,0 +1,143 @@
+//! The built-in storage engine through the C ABI: `libmcb_engine.so` exports only
+//! `create_instance`, and the C suite `examples-c/engine/storage_conformance.c` passes against
+//! it directly and through `libbucket_engine.so` with `engine=builtin`, also under valgrind
+//! memcheck when valgrind is on PATH (CI installs it; a local run without it says so, and a run
+//! with `CI` set fails instead).
+//!
+//! Both libraries come from target/<profile>. `cargo test` does not build a cdylib that no
+//! test can link, so this test builds the two (`cargo build`, same profile and features; a
+//! no-op when they are current) before it looks for them.
+#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+
+#[path = "../../tests/abi_common/mod.rs"]
+mod abi_common;
+
+use abi_common::{build, built_library, exported_functions};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Builds both libraries once per test binary, into the target dir this test runs from.
+fn build_libraries() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>/deps");
+        let target_dir = profile_dir.parent().expect("target/");
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args([
+                "build",
+                "-p",
+                "mcb-storage-engine",
+                "-p",
+                "mcb-bucket-engine",
+            ])
+            .arg("--target-dir")
+            .arg(target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.ends_with("release") {
+            cargo.arg("--release");
+        }
+        if cfg!(feature = "engine-pu") {
+            cargo.args([
+                "--features",
+                "mcb-storage-engine/engine-pu,mcb-bucket-engine/engine-pu",
+            ]);
+        }
+        let out = cargo.output().expect("run cargo build");
+        assert!(
+            out.status.success(),
+            "building the engine libraries failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
+fn storage_engine() -> PathBuf {
+    build_libraries();
+    built_library("libmcb_engine.so", "cargo build -p mcb-storage-engine")
+}
+
+fn bucket_engine() -> PathBuf {
+    build_libraries();
+    built_library("libbucket_engine.so", "cargo build -p mcb-bucket-engine")
+}
+
+/// Runs the C suite in `mode` on `lib`, under `wrapper` when given.
+fn suite(wrapper: &[&str], mode: &str, lib: PathBuf) -> Output {
+    let program = build().join("storage_conformance");
+    let mut cmd = match wrapper.split_first() {
+        Some((first, rest)) => {
+            let mut cmd = Command::new(first);
+            cmd.args(rest).arg(&program);
+            cmd
+        }
+        None => Command::new(&program),
+    };
+    cmd.arg(mode)
+        .arg(lib)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()))
+}
+
+fn assert_success(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+}
+
+#[test]
+fn only_create_instance_is_exported() {
+    let lib = storage_engine();
+    assert_eq!(
+        exported_functions(&lib),
+        ["create_instance"],
+        "exported functions of {}",
+        lib.display()
+    );
+}
+
+#[test]
+fn conformance_on_the_library() {
+    assert_success("direct", &suite(&[], "direct", storage_engine()));
+}
+
+#[test]
+fn conformance_through_the_bucket_engine_with_engine_builtin() {
+    assert_success("bucket", &suite(&[], "bucket", bucket_engine()));
+}
+
+#[test]
+fn conformance_is_clean_under_valgrind() {
+    let found = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "valgrind is not on PATH but CI is set: .ci/run installs it"
+        );
+        eprintln!("SKIPPED conformance_is_clean_under_valgrind: valgrind not on PATH (CI runs it)");
+        return;
+    }
+    let memcheck = [
+        "valgrind",
+        "--quiet",
+        "--error-exitcode=1",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite,possible",
+    ];
+    for (mode, lib) in [("direct", storage_engine()), ("bucket", bucket_engine())] {
+        let out = suite(&memcheck, mode, lib);
+        assert_success(&format!("{mode} under valgrind memcheck"), &out);
+    }
+}
