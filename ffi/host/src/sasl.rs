@@ -34,16 +34,13 @@ impl Pwdb {
             if line.first() == Some(&b'#') {
                 continue;
             }
-            let mut fields = line
-                .splitn(3, |&b| b == b' ' || b == b'\t')
-                .filter(|f| !f.is_empty());
-            let (Some(user), Some(password)) = (fields.next(), fields.next()) else {
+            let (user, rest) = field(line);
+            let (password, rest) = field(rest);
+            if user.is_empty() || password.is_empty() {
                 continue;
-            };
-            let config = fields
-                .next()
-                .map(|c| String::from_utf8_lossy(c).trim().to_owned())
-                .filter(|c| !c.is_empty());
+            }
+            let config = String::from_utf8_lossy(rest).trim().to_owned();
+            let config = (!config.is_empty()).then_some(config);
             users.insert(
                 user.to_vec(),
                 Entry {
@@ -70,6 +67,20 @@ impl Pwdb {
         let user = String::from_utf8(user.to_vec()).ok()?;
         Some((user, entry.config.clone()))
     }
+}
+
+/// The first whitespace-separated field of `text`, and what follows it.
+fn field(text: &[u8]) -> (&[u8], &[u8]) {
+    let start = text
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(text.len());
+    let text = &text[start..];
+    let end = text
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(text.len());
+    text.split_at(end)
 }
 
 /// Compares two secrets in time that depends only on their lengths.
