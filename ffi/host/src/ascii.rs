@@ -269,6 +269,10 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
     s.io.read_exact_into(&mut crlf)?;
     if &crlf != b"\r\n" {
         reply(&mut s.io.wbuf, "CLIENT_ERROR bad data chunk");
+        // The data ran past its length: the rest of that line is data too, not a command.
+        if crlf[1] != b'\n' {
+            return skip_line(s);
+        }
         return Ok(Flow::Continue);
     }
     engine.item_set_cas(&item, p.cas);
@@ -284,6 +288,23 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
         rc => error_line(rc),
     };
     Ok(say(&mut s.io.wbuf, p.quiet, line))
+}
+
+/// Discards input through the next newline (closing when none comes within a line's length).
+fn skip_line(s: &mut Session) -> io::Result<Flow> {
+    loop {
+        let buffered = s.io.buffered();
+        if let Some(i) = buffered.iter().position(|&b| b == b'\n') {
+            s.io.consume(i + 1);
+            return Ok(Flow::Continue);
+        }
+        if buffered.len() > MAX_LINE {
+            return Ok(Flow::Close);
+        }
+        if s.io.read_more()? == 0 {
+            return Ok(Flow::Close);
+        }
+    }
 }
 
 fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {

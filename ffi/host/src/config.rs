@@ -285,3 +285,217 @@ fn read_file(path: &[u8], table: &mut Table, complain: &Complaints, depth: usize
 fn show(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_config;
+    use mcb_ffi::abi::*;
+    use std::ffi::{c_char, CStr, CString};
+    use std::ptr;
+
+    /// The values a test table writes to.
+    struct Values {
+        size: usize,
+        ratio: f32,
+        verbose: bool,
+        name: *mut c_char,
+        unused: *mut c_char,
+    }
+
+    impl Values {
+        fn new() -> Values {
+            Values {
+                size: 0,
+                ratio: 0.0,
+                verbose: false,
+                name: ptr::null_mut(),
+                unused: ptr::null_mut(),
+            }
+        }
+
+        fn name(&self) -> Option<String> {
+            // SAFETY: NULL or a string parse_config strdup'ed.
+            (!self.name.is_null()).then(|| unsafe { CStr::from_ptr(self.name) }.to_string_lossy().into_owned())
+        }
+    }
+
+    impl Drop for Values {
+        fn drop(&mut self) {
+            // SAFETY: NULL or malloc'ed by parse_config's strdup.
+            unsafe { libc::free(self.name.cast()) };
+        }
+    }
+
+    fn item(key: &'static CStr, datatype: config_datatype, value: config_value) -> config_item {
+        config_item {
+            key: key.as_ptr(),
+            datatype,
+            value,
+            found: false,
+        }
+    }
+
+    /// Parses `text` into a fresh table; the return code, the values and which items were
+    /// found (cache_size, ratio, verbose, name, config_file).
+    fn parse(text: &str) -> (i32, Values, [bool; 5]) {
+        let mut v = Values::new();
+        let rc;
+        let found;
+        {
+            let mut items = [
+                item(c"cache_size", DT_SIZE, config_value { dt_size: &mut v.size }),
+                item(c"ratio", DT_FLOAT, config_value { dt_float: &mut v.ratio }),
+                item(c"verbose", DT_BOOL, config_value { dt_bool: &mut v.verbose }),
+                item(c"name", DT_STRING, config_value { dt_string: &mut v.name }),
+                item(c"config_file", DT_CONFIGFILE, config_value { dt_string: &mut v.unused }),
+                item(c"", DT_SIZE, config_value { dt_size: ptr::null_mut() }),
+            ];
+            items[5].key = ptr::null();
+            let text = CString::new(text).unwrap();
+            // SAFETY: a NUL-terminated text and a NULL-terminated table of live values.
+            rc = unsafe { parse_config(text.as_ptr(), items.as_mut_ptr(), ptr::null_mut()) };
+            found = [0, 1, 2, 3, 4].map(|i| items[i].found);
+        }
+        (rc, v, found)
+    }
+
+    #[test]
+    fn every_type() {
+        let (rc, v, found) = parse("cache_size=2k;ratio=1.5;verbose=on;name=bucket one");
+        assert_eq!(rc, 0);
+        assert_eq!((v.size, v.ratio, v.verbose), (2048, 1.5, true));
+        assert_eq!(v.name().as_deref(), Some("bucket one"));
+        assert_eq!(found, [true, true, true, true, false]);
+    }
+
+    #[test]
+    fn size_suffixes_are_powers_of_1024() {
+        for (text, want) in [
+            ("0", 0usize),
+            ("1024", 1024),
+            ("3K", 3 << 10),
+            ("3m", 3 << 20),
+            ("2G", 2 << 30),
+            ("1t", 1 << 40),
+        ] {
+            let (rc, v, _) = parse(&format!("cache_size={text}"));
+            assert_eq!((rc, v.size), (0, want), "{text}");
+        }
+    }
+
+    #[test]
+    fn bools_in_any_case() {
+        for (text, want) in [("true", true), ("ON", true), ("False", false), ("off", false)] {
+            let (rc, v, _) = parse(&format!("verbose=true;verbose={text}"));
+            assert_eq!((rc, v.verbose), (0, want), "{text}");
+        }
+    }
+
+    #[test]
+    fn whitespace_is_trimmed_and_backslash_escapes() {
+        let (rc, v, _) = parse("  cache_size = 10 ;\tname =  a\\;b\\=c\\\\d\\  ; ");
+        assert_eq!((rc, v.size), (0, 10));
+        assert_eq!(v.name().as_deref(), Some("a;b=c\\d "));
+        let (rc, v, _) = parse("name=x;");
+        assert_eq!((rc, v.name().as_deref()), (0, Some("x")));
+        assert_eq!(parse("").0, 0);
+        assert_eq!(parse("   ").0, 0);
+    }
+
+    #[test]
+    fn bad_values_stop_with_minus_one() {
+        for text in [
+            "cache_size=abc",
+            "cache_size=-1",
+            "cache_size=10x",
+            "cache_size=",
+            "cache_size=k",
+            "cache_size=99999999999999999999",
+            "cache_size=17179869184t",
+            "ratio=fast",
+            "ratio=",
+            "verbose=yes",
+            "name",
+            "cache_size=1;verbose",
+        ] {
+            assert_eq!(parse(text).0, -1, "{text:?}");
+        }
+        // An empty key is just a key nobody asked for.
+        assert_eq!(parse("=value").0, 1);
+        // Parsing stops at the bad value.
+        let (rc, v, _) = parse("verbose=maybe;cache_size=5");
+        assert_eq!((rc, v.size), (-1, 0));
+    }
+
+    #[test]
+    fn keys_and_values_have_memcached_limits() {
+        assert_eq!(parse(&format!("{}=1", "k".repeat(79))).0, 1, "a long unknown key");
+        assert_eq!(parse(&format!("{}=1", "k".repeat(80))).0, -1);
+        assert_eq!(parse(&format!("name={}", "v".repeat(1023))).0, 0);
+        assert_eq!(parse(&format!("name={}", "v".repeat(1024))).0, -1);
+    }
+
+    #[test]
+    fn unknown_keys_return_one_and_parsing_goes_on() {
+        let (rc, v, found) = parse("nosuch=1;cache_size=7");
+        assert_eq!((rc, v.size), (1, 7));
+        assert!(found[0]);
+    }
+
+    #[test]
+    fn config_files_add_pairs_and_skip_comments() {
+        let dir = std::env::temp_dir().join(format!("mcb-host-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("engine.conf");
+        std::fs::write(&file, "# a comment=ignored\ncache_size=5k\nname=from file;verbose=true\n\n")
+            .unwrap();
+        let (rc, v, found) = parse(&format!("ratio=2;config_file={}", file.display()));
+        assert_eq!(rc, 0);
+        assert_eq!((v.size, v.ratio, v.verbose), (5 << 10, 2.0, true));
+        assert_eq!(v.name().as_deref(), Some("from file"));
+        assert!(found[4], "config_file is found too");
+        // An unknown key in the file is reported as such; a bad value fails.
+        std::fs::write(&file, "other=1\ncache_size=3\n").unwrap();
+        let (rc, v, _) = parse(&format!("config_file={}", file.display()));
+        assert_eq!((rc, v.size), (1, 3));
+        std::fs::write(&file, "cache_size=big\n").unwrap();
+        assert_eq!(parse(&format!("config_file={}", file.display())).0, -1);
+        // A missing file, and a file including itself, fail.
+        assert_eq!(parse("config_file=/nonexistent/mcb.conf").0, -1);
+        std::fs::write(&file, format!("config_file={}\n", file.display())).unwrap();
+        assert_eq!(parse(&format!("config_file={}", file.display())).0, -1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn complaints_go_to_the_error_stream_and_null_arguments_fail() {
+        // SAFETY: a temporary stream we close below.
+        let stream = unsafe { libc::tmpfile() };
+        assert!(!stream.is_null());
+        let mut size = 0usize;
+        let mut items = [
+            item(c"cache_size", DT_SIZE, config_value { dt_size: &mut size }),
+            item(c"", DT_SIZE, config_value { dt_size: ptr::null_mut() }),
+        ];
+        items[1].key = ptr::null();
+        let text = c"bogus=1;cache_size=4";
+        // SAFETY: a NUL-terminated text, a NULL-terminated table, a live stream.
+        let rc = unsafe { parse_config(text.as_ptr(), items.as_mut_ptr(), stream) };
+        assert_eq!((rc, size), (1, 4));
+        let mut buf = [0u8; 256];
+        // SAFETY: our stream and buffer.
+        let n = unsafe {
+            libc::rewind(stream);
+            let n = libc::fread(buf.as_mut_ptr().cast(), 1, buf.len(), stream);
+            libc::fclose(stream);
+            n
+        };
+        let said = String::from_utf8_lossy(&buf[..n]);
+        assert!(said.contains("Unsupported key: <bogus>"), "{said}");
+        // SAFETY: NULL arguments are refused before any use.
+        unsafe {
+            assert_eq!(parse_config(ptr::null(), items.as_mut_ptr(), ptr::null_mut()), -1);
+            assert_eq!(parse_config(text.as_ptr(), ptr::null_mut(), ptr::null_mut()), -1);
+        }
+    }
+}
