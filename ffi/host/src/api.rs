@@ -72,7 +72,10 @@ unsafe impl Sync for ServerRef {}
 static SERVER: OnceLock<ServerRef> = OnceLock::new();
 
 fn server() -> &'static Server {
-    SERVER.get().expect("api::init runs before any engine exists").0
+    SERVER
+        .get()
+        .expect("api::init runs before any engine exists")
+        .0
 }
 
 /// Builds the server handle. Call once, before loading an engine.
@@ -150,10 +153,7 @@ pub fn init(settings: Settings) {
     {
         h.server.alloc_hooks = &mut h.hooks;
     }
-    assert!(
-        SERVER.set(ServerRef(server)).is_ok(),
-        "api::init runs once"
-    );
+    assert!(SERVER.set(ServerRef(server)).is_ok(), "api::init runs once");
 }
 
 /// memcached's `get_server_api`, handed to `create_instance`.
@@ -176,7 +176,9 @@ pub fn set_engine(engine: *mut ENGINE_HANDLE) {
 pub fn set_listener(listener: &std::net::TcpListener) {
     use std::os::fd::AsRawFd;
     // Relaxed: the descriptor is a plain number; `shutdown` acts on it through the kernel.
-    server().listener.store(listener.as_raw_fd(), Ordering::Relaxed);
+    server()
+        .listener
+        .store(listener.as_raw_fd(), Ordering::Relaxed);
 }
 
 /// Whether an engine asked the server to shut down.
@@ -271,7 +273,10 @@ unsafe extern "C" fn shutdown() {
     guard((), || {
         // Release: pairs with the Acquire in `shutdown_requested`.
         server().shutdown.store(true, Ordering::Release);
-        log(EXTENSION_LOG_WARNING, "an engine asked the server to shut down");
+        log(
+            EXTENSION_LOG_WARNING,
+            "an engine asked the server to shut down",
+        );
         // Relaxed: see `set_listener`.
         let fd = server().listener.load(Ordering::Relaxed);
         if fd >= 0 {
@@ -474,7 +479,10 @@ unsafe extern "C" fn get_extension(kind: extension_type_t) -> *mut c_void {
         let Some(i) = extension_index(kind) else {
             return std::ptr::null_mut();
         };
-        let lists = extensions.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        let lists = extensions
+            .lists
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         lists[i]
             .first()
             .map_or(std::ptr::null_mut(), |&p| p as *mut c_void)
@@ -527,8 +535,7 @@ unsafe extern "C" fn register_callback(
     data: *const c_void,
 ) {
     guard((), || {
-        let (Some(list), Some(callback)) =
-            (server().events.lists.get(kind.0 as usize), callback)
+        let (Some(list), Some(callback)) = (server().events.lists.get(kind.0 as usize), callback)
         else {
             log(
                 EXTENSION_LOG_WARNING,
@@ -541,7 +548,9 @@ unsafe extern "C" fn register_callback(
             callback,
             data: data as usize,
         };
-        *list = std::iter::once(handler).chain(list.iter().copied()).collect();
+        *list = std::iter::once(handler)
+            .chain(list.iter().copied())
+            .collect();
     })
 }
 

@@ -7,7 +7,7 @@
 use crate::api;
 use crate::binary::KEY_MAX;
 use crate::engine::{Arith, StoreOp};
-use crate::server::{ok, Counters, Flow, Peer, Session};
+use crate::server::{ok, Aligned, Counters, Flow, Peer, Session};
 use mcb_ffi::abi::*;
 use std::io::{self, Write};
 
@@ -144,10 +144,7 @@ fn say(out: &mut Vec<u8>, quiet: bool, line: &str) -> Flow {
 }
 
 fn get(peer: &Peer, line: &[u8], out: &mut Vec<u8>, with_cas: bool) -> Flow {
-    let keys = line
-        .split(|&b| b == b' ')
-        .filter(|t| !t.is_empty())
-        .skip(1);
+    let keys = line.split(|&b| b == b' ').filter(|t| !t.is_empty()).skip(1);
     if keys.clone().next().is_none() || keys.clone().any(|k| k.len() > KEY_MAX) {
         reply(out, BAD_FORMAT);
         return Flow::Continue;
@@ -236,7 +233,8 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
     let allocated = parsed.map(|p| {
         Counters::bump(&peer.ctx.counters.cmd_set);
         let exptime = api::to_rel_time(p.exptime);
-        let item = peer.retry(|| engine.allocate(peer.cookie, tokens[1], p.bytes, p.flags.to_be(), exptime));
+        let item = peer
+            .retry(|| engine.allocate(peer.cookie, tokens[1], p.bytes, p.flags.to_be(), exptime));
         (p, item)
     });
     s.io.consume(end + 1);
@@ -259,12 +257,15 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
     };
     let Some(mut info) = item.info() else {
         s.io.skip(p.bytes as u64 + 2)?;
-        return Ok(say(&mut s.io.wbuf, p.quiet, "SERVER_ERROR failed to get item details"));
+        return Ok(say(
+            &mut s.io.wbuf,
+            p.quiet,
+            "SERVER_ERROR failed to get item details",
+        ));
     };
-    for piece in info.value_mut().unwrap_or_default() {
+    for piece in info.value_mut().into_iter().flatten() {
         s.io.read_exact_into(piece)?;
     }
-    drop(info);
     let mut crlf = [0u8; 2];
     s.io.read_exact_into(&mut crlf)?;
     if &crlf != b"\r\n" {
@@ -317,7 +318,10 @@ fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
         _ => false,
     };
     if !valid {
-        reply(out, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
+        reply(
+            out,
+            "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
+        );
         return Flow::Continue;
     }
     if tokens[1].len() > KEY_MAX {
@@ -358,7 +362,8 @@ fn arithmetic(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, incr: bool) -> F
     };
     let engine = peer.engine();
     let (mut cas, mut result) = (0, 0);
-    let rc = peer.retry(|| ok(engine.arithmetic(peer.cookie, tokens[1], &a, &mut cas, &mut result, 0)));
+    let rc =
+        peer.retry(|| ok(engine.arithmetic(peer.cookie, tokens[1], &a, &mut cas, &mut result, 0)));
     match rc {
         Ok(()) => say(out, quiet, &result.to_string()),
         Err(ENGINE_KEY_ENOENT) => say(out, quiet, "NOT_FOUND"),
@@ -373,7 +378,7 @@ fn arithmetic(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, incr: bool) -> F
 }
 
 /// `touch <key> <exptime> [noreply]`, as a binary TOUCH packet to the engine.
-fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Vec<u64>) -> Flow {
+fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Aligned) -> Flow {
     let quiet = noreply(tokens);
     if tokens.len() - usize::from(quiet) != 3 {
         reply(out, "ERROR");
@@ -384,20 +389,17 @@ fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Vec<u64
         reply(out, BAD_FORMAT);
         return Flow::Continue;
     };
-    let body = 4 + key.len();
-    let mut packet = Vec::with_capacity(PROTOCOL_BINARY_HEADER_SIZE + body);
-    packet.extend_from_slice(&[PROTOCOL_BINARY_REQ, PROTOCOL_BINARY_CMD_TOUCH]);
-    packet.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    packet.extend_from_slice(&[4, PROTOCOL_BINARY_RAW_BYTES, 0, 0]);
-    packet.extend_from_slice(&(body as u32).to_be_bytes());
-    packet.extend_from_slice(&[0; 12]); // opaque, cas
-    packet.extend_from_slice(&exptime.to_be_bytes());
-    packet.extend_from_slice(key);
-    scratch.clear();
-    scratch.resize(packet.len().div_ceil(8), 0);
-    let aligned = scratch.as_mut_ptr();
-    // SAFETY: the scratch buffer holds at least `packet.len()` bytes; no overlap.
-    unsafe { std::ptr::copy_nonoverlapping(packet.as_ptr(), aligned.cast::<u8>(), packet.len()) };
+    let keylen = (key.len() as u16).to_be_bytes();
+    let bodylen = (4 + key.len() as u32).to_be_bytes();
+    #[rustfmt::skip]
+    let header = [
+        PROTOCOL_BINARY_REQ, PROTOCOL_BINARY_CMD_TOUCH, keylen[0], keylen[1],
+        4, PROTOCOL_BINARY_RAW_BYTES, 0, 0,
+        bodylen[0], bodylen[1], bodylen[2], bodylen[3],
+        0, 0, 0, 0, // opaque
+        0, 0, 0, 0, 0, 0, 0, 0, // cas
+    ];
+    let aligned = scratch.fill(&[&header, &exptime.to_be_bytes(), key]);
     peer.open_sink(true, PROTOCOL_BINARY_CMD_TOUCH, 0);
     let engine = peer.engine();
     // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.

@@ -10,7 +10,7 @@
 
 use crate::api;
 use crate::engine::{Arith, StoreOp};
-use crate::server::{ok, Counters, Flow, Peer, Session};
+use crate::server::{ok, Aligned, Counters, Flow, Peer, Session};
 use mcb_ffi::abi::*;
 use std::io;
 
@@ -288,10 +288,9 @@ fn store(s: &mut Session, h: &Header, op: StoreOp, quiet: bool) -> io::Result<Fl
         status_reply(&mut s.io.wbuf, h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
         return Ok(Flow::Continue);
     };
-    for piece in info.value_mut().unwrap_or_default() {
+    for piece in info.value_mut().into_iter().flatten() {
         s.io.read_exact_into(piece)?;
     }
-    drop(info);
     engine.item_set_cas(&item, h.cas);
     let op = match op {
         OPERATION_SET | OPERATION_REPLACE if h.cas != 0 => OPERATION_CAS,
@@ -528,14 +527,9 @@ fn sasl_auth(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
 }
 
 /// Hands the whole packet to the engine (in the session's aligned scratch buffer).
-fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u64>) -> Flow {
+fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, scratch: &mut Aligned) -> Flow {
     let h = &req.h;
-    let len = req.packet.len();
-    scratch.clear();
-    scratch.resize(len.div_ceil(8), 0);
-    let packet = scratch.as_mut_ptr();
-    // SAFETY: the scratch buffer holds at least `len` bytes and does not overlap the packet.
-    unsafe { std::ptr::copy_nonoverlapping(req.packet.as_ptr(), packet.cast::<u8>(), len) };
+    let packet = scratch.fill(&[req.packet]);
     peer.open_sink(false, h.opcode, h.opaque);
     let engine = peer.engine();
     // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.

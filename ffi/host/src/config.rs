@@ -126,16 +126,25 @@ fn parse(text: &[u8], table: &mut Table, complain: &Complaints, depth: usize) ->
             return ret;
         }
         let Some(key) = token(text, &mut pos, b'=', MAX_KEY) else {
-            complain.say(format_args!("ERROR: Invalid key, starting at: <{}>", show(&text[pos..])));
+            complain.say(format_args!(
+                "ERROR: Invalid key, starting at: <{}>",
+                show(&text[pos..])
+            ));
             return -1;
         };
         if text.get(pos) != Some(&b'=') {
-            complain.say(format_args!("ERROR: Missing '=' after key: <{}>", show(&key)));
+            complain.say(format_args!(
+                "ERROR: Missing '=' after key: <{}>",
+                show(&key)
+            ));
             return -1;
         }
         pos += 1;
         let Some(value) = token(text, &mut pos, b';', MAX_VALUE) else {
-            complain.say(format_args!("ERROR: Invalid value, starting at: <{}>", show(&text[pos..])));
+            complain.say(format_args!(
+                "ERROR: Invalid value, starting at: <{}>",
+                show(&text[pos..])
+            ));
             return -1;
         };
         if text.get(pos) == Some(&b';') {
@@ -147,7 +156,10 @@ fn parse(text: &[u8], table: &mut Table, complain: &Complaints, depth: usize) ->
             continue;
         };
         if item.found {
-            complain.say(format_args!("WARNING: Found duplicate entry for \"{}\"", show(&key)));
+            complain.say(format_args!(
+                "WARNING: Found duplicate entry for \"{}\"",
+                show(&key)
+            ));
         }
         let datatype = item.datatype;
         if datatype == DT_CONFIGFILE {
@@ -203,7 +215,10 @@ unsafe fn store(item: &mut config_item, value: &[u8]) -> bool {
         DT_BOOL => {
             let v = if ["true", "on"].iter().any(|t| t.eq_ignore_ascii_case(text)) {
                 true
-            } else if ["false", "off"].iter().any(|t| t.eq_ignore_ascii_case(text)) {
+            } else if ["false", "off"]
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(text))
+            {
                 false
             } else {
                 return false;
@@ -249,9 +264,7 @@ fn parse_size(text: &str) -> Option<usize> {
 #[cfg(not(feature = "engine-pu"))]
 fn parse_ssize(text: &str) -> Option<libc::ssize_t> {
     match text.strip_prefix('-') {
-        Some(rest) => libc::ssize_t::try_from(parse_size(rest)?)
-            .ok()
-            .map(|v| -v),
+        Some(rest) => libc::ssize_t::try_from(parse_size(rest)?).ok().map(|v| -v),
         None => libc::ssize_t::try_from(parse_size(text)?).ok(),
     }
 }
@@ -259,12 +272,14 @@ fn parse_ssize(text: &str) -> Option<libc::ssize_t> {
 /// `config_file=PATH`: more pairs from a file, a set per line, `#` lines skipped.
 fn read_file(path: &[u8], table: &mut Table, complain: &Complaints, depth: usize) -> c_int {
     if depth >= MAX_FILE_DEPTH {
-        complain.say(format_args!("ERROR: config_file nested too deeply at: {}", show(path)));
+        complain.say(format_args!(
+            "ERROR: config_file nested too deeply at: {}",
+            show(path)
+        ));
         return -1;
     }
-    let path = std::ffi::OsStr::from_bytes(path);
-    let Ok(contents) = std::fs::read(path) else {
-        complain.say(format_args!("ERROR: Failed to open file: {}", path.display()));
+    let Ok(contents) = std::fs::read(std::ffi::OsStr::from_bytes(path)) else {
+        complain.say(format_args!("ERROR: Failed to open file: {}", show(path)));
         return -1;
     };
     let mut ret = 0;
@@ -314,8 +329,12 @@ mod tests {
         }
 
         fn name(&self) -> Option<String> {
-            // SAFETY: NULL or a string parse_config strdup'ed.
-            (!self.name.is_null()).then(|| unsafe { CStr::from_ptr(self.name) }.to_string_lossy().into_owned())
+            if self.name.is_null() {
+                return None;
+            }
+            // SAFETY: a string parse_config strdup'ed.
+            let name = unsafe { CStr::from_ptr(self.name) };
+            Some(name.to_string_lossy().into_owned())
         }
     }
 
@@ -343,12 +362,48 @@ mod tests {
         let found;
         {
             let mut items = [
-                item(c"cache_size", DT_SIZE, config_value { dt_size: &mut v.size }),
-                item(c"ratio", DT_FLOAT, config_value { dt_float: &mut v.ratio }),
-                item(c"verbose", DT_BOOL, config_value { dt_bool: &mut v.verbose }),
-                item(c"name", DT_STRING, config_value { dt_string: &mut v.name }),
-                item(c"config_file", DT_CONFIGFILE, config_value { dt_string: &mut v.unused }),
-                item(c"", DT_SIZE, config_value { dt_size: ptr::null_mut() }),
+                item(
+                    c"cache_size",
+                    DT_SIZE,
+                    config_value {
+                        dt_size: &mut v.size,
+                    },
+                ),
+                item(
+                    c"ratio",
+                    DT_FLOAT,
+                    config_value {
+                        dt_float: &mut v.ratio,
+                    },
+                ),
+                item(
+                    c"verbose",
+                    DT_BOOL,
+                    config_value {
+                        dt_bool: &mut v.verbose,
+                    },
+                ),
+                item(
+                    c"name",
+                    DT_STRING,
+                    config_value {
+                        dt_string: &mut v.name,
+                    },
+                ),
+                item(
+                    c"config_file",
+                    DT_CONFIGFILE,
+                    config_value {
+                        dt_string: &mut v.unused,
+                    },
+                ),
+                item(
+                    c"",
+                    DT_SIZE,
+                    config_value {
+                        dt_size: ptr::null_mut(),
+                    },
+                ),
             ];
             items[5].key = ptr::null();
             let text = CString::new(text).unwrap();
@@ -385,7 +440,12 @@ mod tests {
 
     #[test]
     fn bools_in_any_case() {
-        for (text, want) in [("true", true), ("ON", true), ("False", false), ("off", false)] {
+        for (text, want) in [
+            ("true", true),
+            ("ON", true),
+            ("False", false),
+            ("off", false),
+        ] {
             let (rc, v, _) = parse(&format!("verbose=true;verbose={text}"));
             assert_eq!((rc, v.verbose), (0, want), "{text}");
         }
@@ -429,7 +489,11 @@ mod tests {
 
     #[test]
     fn keys_and_values_have_memcached_limits() {
-        assert_eq!(parse(&format!("{}=1", "k".repeat(79))).0, 1, "a long unknown key");
+        assert_eq!(
+            parse(&format!("{}=1", "k".repeat(79))).0,
+            1,
+            "a long unknown key"
+        );
         assert_eq!(parse(&format!("{}=1", "k".repeat(80))).0, -1);
         assert_eq!(parse(&format!("name={}", "v".repeat(1023))).0, 0);
         assert_eq!(parse(&format!("name={}", "v".repeat(1024))).0, -1);
@@ -447,8 +511,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mcb-host-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("engine.conf");
-        std::fs::write(&file, "# a comment=ignored\ncache_size=5k\nname=from file;verbose=true\n\n")
-            .unwrap();
+        std::fs::write(
+            &file,
+            "# a comment=ignored\ncache_size=5k\nname=from file;verbose=true\n\n",
+        )
+        .unwrap();
         let (rc, v, found) = parse(&format!("ratio=2;config_file={}", file.display()));
         assert_eq!(rc, 0);
         assert_eq!((v.size, v.ratio, v.verbose), (5 << 10, 2.0, true));
@@ -475,7 +542,13 @@ mod tests {
         let mut size = 0usize;
         let mut items = [
             item(c"cache_size", DT_SIZE, config_value { dt_size: &mut size }),
-            item(c"", DT_SIZE, config_value { dt_size: ptr::null_mut() }),
+            item(
+                c"",
+                DT_SIZE,
+                config_value {
+                    dt_size: ptr::null_mut(),
+                },
+            ),
         ];
         items[1].key = ptr::null();
         let text = c"bogus=1;cache_size=4";
@@ -494,8 +567,14 @@ mod tests {
         assert!(said.contains("Unsupported key: <bogus>"), "{said}");
         // SAFETY: NULL arguments are refused before any use.
         unsafe {
-            assert_eq!(parse_config(ptr::null(), items.as_mut_ptr(), ptr::null_mut()), -1);
-            assert_eq!(parse_config(text.as_ptr(), ptr::null_mut(), ptr::null_mut()), -1);
+            assert_eq!(
+                parse_config(ptr::null(), items.as_mut_ptr(), ptr::null_mut()),
+                -1
+            );
+            assert_eq!(
+                parse_config(text.as_ptr(), ptr::null_mut(), ptr::null_mut()),
+                -1
+            );
         }
     }
 }

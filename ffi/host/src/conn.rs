@@ -106,7 +106,10 @@ impl Conn {
 fn auth_data(auth: &Auth) -> auth_data_t {
     auth_data_t {
         username: auth.user.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-        config: auth.config.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+        config: auth
+            .config
+            .as_ref()
+            .map_or(std::ptr::null(), |s| s.as_ptr()),
     }
 }
 
@@ -165,7 +168,10 @@ unsafe extern "C" fn notify_io_complete(cookie: *const c_void, status: ENGINE_ER
     guard((), || {
         // SAFETY: an engine's cookie (a reserved one, when the connection may have closed).
         let Some(c) = (unsafe { conn(cookie) }) else {
-            api::log(EXTENSION_LOG_WARNING, "notify_io_complete with a NULL cookie");
+            api::log(
+                EXTENSION_LOG_WARNING,
+                "notify_io_complete with a NULL cookie",
+            );
             return;
         };
         *lock(&c.io) = Some(status);
@@ -202,7 +208,10 @@ unsafe extern "C" fn release(cookie: *const c_void) -> ENGINE_ERROR_CODE {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
             .is_ok();
         if !took {
-            api::log(EXTENSION_LOG_WARNING, "release of a cookie that is not reserved");
+            api::log(
+                EXTENSION_LOG_WARNING,
+                "release of a cookie that is not reserved",
+            );
             return ENGINE_EINVAL;
         }
         // SAFETY: drops the strong count `reserve` took; the pointer came from an Arc.
@@ -258,8 +267,7 @@ pub unsafe extern "C" fn add_response(
             )
         };
         // SAFETY: an engine's cookie.
-        let (Some(c), (Some(key), Some(ext), Some(body))) = (unsafe { conn(cookie) }, parts)
-        else {
+        let (Some(c), (Some(key), Some(ext), Some(body))) = (unsafe { conn(cookie) }, parts) else {
             return false;
         };
         let mut sink = c.sink();
@@ -294,7 +302,12 @@ pub unsafe extern "C" fn add_stat(
 ) {
     guard((), || {
         // SAFETY: the engine's buffers with their lengths, valid during the call.
-        let parts = unsafe { (bytes(key.cast(), usize::from(klen)), bytes(val.cast(), vlen as usize)) };
+        let parts = unsafe {
+            (
+                bytes(key.cast(), usize::from(klen)),
+                bytes(val.cast(), vlen as usize),
+            )
+        };
         // SAFETY: an engine's cookie.
         let (Some(c), (Some(key), Some(val))) = (unsafe { conn(cookie) }, parts) else {
             return;

@@ -44,7 +44,10 @@ pub fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String>
     // SAFETY: a NUL-terminated path; valid flags.
     let dl = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if dl.is_null() {
-        return Err(format!("failed to open engine library \"{path}\": {}", dlerror()));
+        return Err(format!(
+            "failed to open engine library \"{path}\": {}",
+            dlerror()
+        ));
     }
     // SAFETY: a live handle and a NUL-terminated symbol name.
     let symbol = unsafe { libc::dlsym(dl, c"create_instance".as_ptr()) };
@@ -64,7 +67,13 @@ pub fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String>
     };
     let mut handle: *mut ENGINE_HANDLE = std::ptr::null_mut();
     // SAFETY: interface 1, our get_server_api, a live out-parameter.
-    let rc = unsafe { create(ENGINE_INTERFACE_VERSION, Some(api::get_server_api), &mut handle) };
+    let rc = unsafe {
+        create(
+            ENGINE_INTERFACE_VERSION,
+            Some(api::get_server_api),
+            &mut handle,
+        )
+    };
     if rc != ENGINE_SUCCESS || handle.is_null() {
         // The library stays loaded: a failed create may still have registered callbacks.
         return Err(format!(
@@ -181,17 +190,18 @@ impl Info<'_> {
 
     /// The value's memory of a freshly allocated item, for the host to fill before `store`;
     /// `None` for an item from `get` (stored items are the engine's, read-only).
-    pub fn value_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+    pub fn value_mut(&mut self) -> Option<impl Iterator<Item = &mut [u8]> + '_> {
         if !self.fresh {
             return None;
         }
         let pieces = self.pieces().filter(|p| p.iov_len > 0);
+        // SAFETY: as in `value`; an allocated item's value is the host's to write until it is
+        // stored (the interface's contract), the pieces do not overlap, and `&mut self` keeps
+        // anyone else from reading them meanwhile.
         Some(
-            pieces
-                // SAFETY: as in `value`; an allocated item's value is the host's to write until
-                // it is stored (the interface's contract), and the pieces do not overlap.
-                .map(|p| unsafe { std::slice::from_raw_parts_mut(p.iov_base.cast::<u8>(), p.iov_len) })
-                .collect(),
+            pieces.map(|p| unsafe {
+                std::slice::from_raw_parts_mut(p.iov_base.cast::<u8>(), p.iov_len)
+            }),
         )
     }
 }
@@ -267,19 +277,42 @@ impl Engine {
         let (k, nk) = key_args(key);
         // SAFETY: live out-parameter and key; the flags' bits pass through as C's int.
         let rc = unsafe {
-            f(self.handle, cookie, &mut it, k, nk, nbytes, flags as c_int, exptime)
+            f(
+                self.handle,
+                cookie,
+                &mut it,
+                k,
+                nk,
+                nbytes,
+                flags as c_int,
+                exptime,
+            )
         };
         self.item(rc, cookie, it, true)
     }
 
-    pub fn get(&self, cookie: *const c_void, key: &[u8], vbucket: u16) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+    pub fn get(
+        &self,
+        cookie: *const c_void,
+        key: &[u8],
+        vbucket: u16,
+    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
         let f = self.v1.get.expect("checked at load");
         let mut it: *mut item = std::ptr::null_mut();
         let Ok(nkey) = c_int::try_from(key.len()) else {
             return Err(ENGINE_EINVAL);
         };
         // SAFETY: live out-parameter and key.
-        let rc = unsafe { f(self.handle, cookie, &mut it, key.as_ptr().cast(), nkey, vbucket) };
+        let rc = unsafe {
+            f(
+                self.handle,
+                cookie,
+                &mut it,
+                key.as_ptr().cast(),
+                nkey,
+                vbucket,
+            )
+        };
         self.item(rc, cookie, it, false)
     }
 
@@ -308,13 +341,25 @@ impl Engine {
         unsafe { f(self.handle, item.cookie, item.item, cas) }
     }
 
-    pub fn store(&self, item: &Item<'_>, cas: &mut u64, op: StoreOp, vbucket: u16) -> ENGINE_ERROR_CODE {
+    pub fn store(
+        &self,
+        item: &Item<'_>,
+        cas: &mut u64,
+        op: StoreOp,
+        vbucket: u16,
+    ) -> ENGINE_ERROR_CODE {
         let f = self.v1.store.expect("checked at load");
         // SAFETY: an item reference we hold; a live CAS in/out.
         unsafe { f(self.handle, item.cookie, item.item, cas, op, vbucket) }
     }
 
-    pub fn remove(&self, cookie: *const c_void, key: &[u8], cas: &mut u64, vbucket: u16) -> ENGINE_ERROR_CODE {
+    pub fn remove(
+        &self,
+        cookie: *const c_void,
+        key: &[u8],
+        cas: &mut u64,
+        vbucket: u16,
+    ) -> ENGINE_ERROR_CODE {
         let f = self.v1.remove.expect("checked at load");
         let (k, nk) = key_args(key);
         // SAFETY: a live key and CAS in/out (v2.5.1: by pointer).
@@ -390,7 +435,11 @@ impl Engine {
     /// # Safety
     /// `packet` points at a whole request (header, then `bodylen` bytes), 8-byte aligned,
     /// writable, and live during the call.
-    pub unsafe fn unknown_command(&self, cookie: *const c_void, packet: *mut u64) -> ENGINE_ERROR_CODE {
+    pub unsafe fn unknown_command(
+        &self,
+        cookie: *const c_void,
+        packet: *mut u64,
+    ) -> ENGINE_ERROR_CODE {
         let f = self.v1.unknown_command.expect("checked at load");
         // SAFETY: the caller's contract.
         unsafe {

@@ -85,7 +85,10 @@ pub fn parse(args: &[String], exe_dir: &Path) -> Result<Parsed, String> {
         } else {
             (arg, None)
         };
-        if !matches!(flag, "-p" | "-l" | "-t" | "-c" | "-E" | "-e" | "--sasl-pwdb") {
+        if !matches!(
+            flag,
+            "-p" | "-l" | "-t" | "-c" | "-E" | "-e" | "--sasl-pwdb"
+        ) {
             return Err(format!("unknown option {arg:?}"));
         }
         let text = match inline {
@@ -155,12 +158,30 @@ mod tests {
 
     #[test]
     fn memcached_spellings() {
-        let o = run(&["-p", "1234", "-l0.0.0.0", "-t", "8", "-c", "10", "-vv", "-v", "-S"]).unwrap();
+        let o = run(&[
+            "-p",
+            "1234",
+            "-l0.0.0.0",
+            "-t",
+            "8",
+            "-c",
+            "10",
+            "-vv",
+            "-v",
+            "-S",
+        ])
+        .unwrap();
         assert_eq!((o.port, o.listen.as_str(), o.threads), (1234, "0.0.0.0", 8));
-        assert_eq!((o.max_connections, o.verbosity, o.require_sasl), (10, 3, true));
+        assert_eq!(
+            (o.max_connections, o.verbosity, o.require_sasl),
+            (10, 3, true)
+        );
         assert_eq!(o.engine, "/opt/mcb/libbucket_engine.so");
         let o = run(&["-E", "/x.so", "-e", "a=b", "--sasl-pwdb=/pw"]).unwrap();
-        assert_eq!((o.engine.as_str(), o.engine_config.as_deref()), ("/x.so", Some("a=b")));
+        assert_eq!(
+            (o.engine.as_str(), o.engine_config.as_deref()),
+            ("/x.so", Some("a=b"))
+        );
         assert_eq!(o.sasl_pwdb.as_deref(), Some(Path::new("/pw")));
         // An explicit engine gets no default configuration.
         assert_eq!(run(&["-E", "/x.so"]).unwrap().engine_config, None);

@@ -56,7 +56,8 @@ impl Pwdb {
     /// their configuration.
     pub fn plain(&self, message: &[u8]) -> Option<(String, Option<String>)> {
         let mut parts = message.splitn(3, |&b| b == 0);
-        let (Some(_authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next())
+        let (Some(_authzid), Some(user), Some(password)) =
+            (parts.next(), parts.next(), parts.next())
         else {
             return None;
         };

@@ -62,13 +62,37 @@ pub struct Peer {
     pub cookie: *const c_void,
 }
 
-/// One connection's state: the peer, its buffers, and a reusable 8-byte-aligned buffer for
-/// packets handed to the engine whole.
+/// One connection's state: the peer, its buffers, and a reusable buffer for packets handed to
+/// the engine whole.
 #[derive(Debug)]
 pub struct Session {
     pub peer: Peer,
     pub io: Io,
-    pub scratch: Vec<u64>,
+    pub scratch: Aligned,
+}
+
+/// A reusable 8-byte-aligned buffer: `protocol_binary_request_header` holds a `u64`, so a packet
+/// handed to an engine must be aligned for it, which a spot in the read buffer is not.
+#[derive(Debug, Default)]
+pub struct Aligned(Vec<u64>);
+
+impl Aligned {
+    /// Copies the concatenation of `parts` into the buffer; a pointer to it, valid until the
+    /// next call.
+    pub fn fill(&mut self, parts: &[&[u8]]) -> *mut u64 {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        self.0.clear();
+        self.0.resize(len.div_ceil(8), 0);
+        let base = self.0.as_mut_ptr().cast::<u8>();
+        let mut at = 0;
+        for part in parts {
+            // SAFETY: the buffer holds at least `len` bytes, `at + part.len() <= len`, and it
+            // does not overlap `part` (which the caller borrows from elsewhere).
+            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), base.add(at), part.len()) };
+            at += part.len();
+        }
+        self.0.as_mut_ptr()
+    }
 }
 
 /// Whether to go on reading requests.
@@ -168,7 +192,10 @@ impl Peer {
             ("uptime", ctx.started.elapsed().as_secs().to_string()),
             ("time", api::abstime_of(api::current_time()).to_string()),
             ("version", api::VERSION.to_owned()),
-            ("pointer_size", (8 * std::mem::size_of::<usize>()).to_string()),
+            (
+                "pointer_size",
+                (8 * std::mem::size_of::<usize>()).to_string(),
+            ),
             ("curr_connections", n(&c.curr_connections)),
             ("total_connections", n(&c.total_connections)),
             ("rejected_conns", n(&c.rejected_connections)),
@@ -238,10 +265,15 @@ pub fn run(listener: TcpListener, ctx: &'static Ctx) -> io::Result<()> {
             .spawn(move || {
                 serve(stream, ctx);
                 // Relaxed: a statistic (and the bound above).
-                ctx.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                ctx.counters
+                    .curr_connections
+                    .fetch_sub(1, Ordering::Relaxed);
             });
         if let Err(e) = spawned {
-            api::log(EXTENSION_LOG_WARNING, &format!("cannot start a connection thread: {e}"));
+            api::log(
+                EXTENSION_LOG_WARNING,
+                &format!("cannot start a connection thread: {e}"),
+            );
             // Relaxed: as above.
             c.curr_connections.fetch_sub(1, Ordering::Relaxed);
         }
@@ -257,7 +289,7 @@ fn serve(stream: TcpStream, ctx: &'static Ctx) {
     let mut session = Session {
         peer: Peer { ctx, conn, cookie },
         io: Io::new(stream),
-        scratch: Vec::new(),
+        scratch: Aligned::default(),
     };
     let served = match session.io.fill(1) {
         Ok(true) if session.io.buffered()[0] == PROTOCOL_BINARY_REQ => {

@@ -17,7 +17,10 @@ fn storage_and_retrieval() {
     let gets = c.cmd("gets k\r\n");
     let cas: u64 = gets.rsplit(' ').next().unwrap().parse().unwrap();
     assert_eq!((c.line(), c.line()), ("hello".into(), "END".into()));
-    assert_eq!(c.cmd(&format!("cas k 1 0 2 {}\r\nhi\r\n", cas + 1)), "EXISTS");
+    assert_eq!(
+        c.cmd(&format!("cas k 1 0 2 {}\r\nhi\r\n", cas + 1)),
+        "EXISTS"
+    );
     assert_eq!(c.cmd(&format!("cas k 1 0 2 {cas}\r\nhi\r\n")), "STORED");
     assert_eq!(c.cmd("cas absent 1 0 2 1\r\nhi\r\n"), "NOT_FOUND");
     assert_eq!(c.cmd("add k 0 0 1\r\nx\r\n"), "NOT_STORED");
@@ -27,12 +30,18 @@ fn storage_and_retrieval() {
     // Both protocols agree on flags and value.
     let mut b = s.binary();
     let r = b.get(b"k");
-    assert_eq!((r.extras, r.value), (1u32.to_be_bytes().to_vec(), b"<hi!".to_vec()));
+    assert_eq!(
+        (r.extras, r.value),
+        (1u32.to_be_bytes().to_vec(), b"<hi!".to_vec())
+    );
     // A multi-get skips misses.
     assert_eq!(c.cmd("set j 0 0 1\r\nj\r\n"), "STORED");
     assert_eq!(c.cmd("get k missing j\r\n"), "VALUE k 1 4");
     assert_eq!(c.line(), "<hi!");
-    assert_eq!((c.line(), c.line(), c.line()), ("VALUE j 0 1".into(), "j".into(), "END".into()));
+    assert_eq!(
+        (c.line(), c.line(), c.line()),
+        ("VALUE j 0 1".into(), "j".into(), "END".into())
+    );
     // noreply answers nothing.
     c.send(b"set q 0 0 1 noreply\r\nq\r\n");
     assert_eq!(c.cmd("delete k\r\n"), "DELETED");
@@ -48,7 +57,10 @@ fn arithmetic_flush_and_the_rest() {
     assert_eq!(c.cmd("set n 0 0 2\r\n10\r\n"), "STORED");
     assert_eq!(c.cmd("incr n 5\r\n"), "15");
     assert_eq!(c.cmd("decr n 20\r\n"), "0");
-    assert_eq!(c.cmd("incr n x\r\n"), "CLIENT_ERROR invalid numeric delta argument");
+    assert_eq!(
+        c.cmd("incr n x\r\n"),
+        "CLIENT_ERROR invalid numeric delta argument"
+    );
     assert_eq!(c.cmd("set t 0 0 1\r\nt\r\n"), "STORED");
     assert_eq!(
         c.cmd("incr t 1\r\n"),
@@ -58,7 +70,10 @@ fn arithmetic_flush_and_the_rest() {
     assert_eq!(c.cmd("touch t 10\r\n"), "SERVER_ERROR not supported");
     assert_eq!(c.cmd("flush_all\r\n"), "OK");
     assert_eq!(c.cmd("get t\r\n"), "END");
-    assert_eq!(c.cmd("version\r\n"), format!("VERSION {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        c.cmd("version\r\n"),
+        format!("VERSION {}", env!("CARGO_PKG_VERSION"))
+    );
     assert_eq!(c.cmd("verbosity 1\r\n"), "OK");
     c.send(b"stats\r\n");
     let mut lines = Vec::new();
@@ -88,16 +103,28 @@ fn bad_input_gets_memcached_errors() {
     assert_eq!(good.cmd("set survivor 0 0 5\r\nalive\r\n"), "STORED");
     let mut c = s.ascii();
     let long = "k".repeat(251);
-    assert_eq!(c.cmd(&format!("get {long}\r\n")), "CLIENT_ERROR bad command line format");
+    assert_eq!(
+        c.cmd(&format!("get {long}\r\n")),
+        "CLIENT_ERROR bad command line format"
+    );
     assert_eq!(
         c.cmd(&format!("set {long} 0 0 1\r\n")),
         "CLIENT_ERROR bad command line format"
     );
-    assert_eq!(c.cmd("set k x 0 1\r\n"), "CLIENT_ERROR bad command line format");
-    assert_eq!(c.cmd("set k 0 0 -1\r\n"), "CLIENT_ERROR bad command line format");
+    assert_eq!(
+        c.cmd("set k x 0 1\r\n"),
+        "CLIENT_ERROR bad command line format"
+    );
+    assert_eq!(
+        c.cmd("set k 0 0 -1\r\n"),
+        "CLIENT_ERROR bad command line format"
+    );
     assert_eq!(c.cmd("set k 0 0\r\n"), "ERROR");
     // A bad data chunk is refused, and nothing is stored.
-    assert_eq!(c.cmd("set k 0 0 1\r\nxyz\r\n"), "CLIENT_ERROR bad data chunk");
+    assert_eq!(
+        c.cmd("set k 0 0 1\r\nxyz\r\n"),
+        "CLIENT_ERROR bad data chunk"
+    );
     // A value over the engine's limit: the engine's E2BIG, the data swallowed.
     let big = "x".repeat(2 << 20);
     assert_eq!(

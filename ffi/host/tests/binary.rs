@@ -26,11 +26,17 @@ fn store_get_cas_delete() {
     assert_eq!(got.cas, set.cas);
     assert!(got.key.is_empty());
     let getk = c.call(GETK, &[], b"k", &[], 0);
-    assert_eq!((getk.key.as_slice(), getk.value.as_slice()), (&b"k"[..], &b"hello"[..]));
+    assert_eq!(
+        (getk.key.as_slice(), getk.value.as_slice()),
+        (&b"k"[..], &b"hello"[..])
+    );
 
     // add fails on a present key, replace on an absent one.
     assert_eq!(c.call(ADD, &expiry(0), b"k", b"x", 0).status, KEY_EEXISTS);
-    assert_eq!(c.call(REPLACE, &expiry(0), b"nope", b"x", 0).status, KEY_ENOENT);
+    assert_eq!(
+        c.call(REPLACE, &expiry(0), b"nope", b"x", 0).status,
+        KEY_ENOENT
+    );
     assert_eq!(c.call(ADD, &expiry(0), b"new", b"x", 0).status, SUCCESS);
     assert_eq!(c.call(REPLACE, &expiry(0), b"new", b"y", 0).status, SUCCESS);
 
@@ -52,7 +58,10 @@ fn store_get_cas_delete() {
     assert_eq!(c.call(DELETE, &[], b"k", &[], cas + 1).status, KEY_EEXISTS);
     assert_eq!(c.call(DELETE, &[], b"k", &[], cas).status, SUCCESS);
     let miss = c.get(b"k");
-    assert_eq!((miss.status, miss.value.as_slice()), (KEY_ENOENT, &b"Not found"[..]));
+    assert_eq!(
+        (miss.status, miss.value.as_slice()),
+        (KEY_ENOENT, &b"Not found"[..])
+    );
     assert_eq!(c.call(DELETE, &[], b"k", &[], 0).status, KEY_ENOENT);
 }
 
@@ -68,16 +77,25 @@ fn incr_decr_and_flush() {
     let s = server();
     let mut c = s.binary();
     // Absent and not to be created.
-    assert_eq!(c.call(INCR, &arith(1, 0, u32::MAX), b"n", &[], 0).status, KEY_ENOENT);
+    assert_eq!(
+        c.call(INCR, &arith(1, 0, u32::MAX), b"n", &[], 0).status,
+        KEY_ENOENT
+    );
     // Created with the initial value.
     let r = c.call(INCR, &arith(1, 40, 0), b"n", &[], 0);
-    assert_eq!((r.status, r.value.as_slice()), (SUCCESS, &40u64.to_be_bytes()[..]));
+    assert_eq!(
+        (r.status, r.value.as_slice()),
+        (SUCCESS, &40u64.to_be_bytes()[..])
+    );
     let r = c.call(INCR, &arith(2, 0, 0), b"n", &[], 0);
     assert_eq!(r.value, 42u64.to_be_bytes());
     let r = c.call(DECR, &arith(100, 0, 0), b"n", &[], 0);
     assert_eq!(r.value, 0u64.to_be_bytes());
     c.set(b"text", b"abc", 0);
-    assert_eq!(c.call(INCR, &arith(1, 0, 0), b"text", &[], 0).status, DELTA_BADVAL);
+    assert_eq!(
+        c.call(INCR, &arith(1, 0, 0), b"text", &[], 0).status,
+        DELTA_BADVAL
+    );
 
     assert_eq!(c.call(FLUSH, &[], &[], &[], 0).status, SUCCESS);
     assert_eq!(c.get(b"n").status, KEY_ENOENT);
@@ -100,7 +118,10 @@ fn quiet_commands_answer_only_misses_and_errors() {
     batch.extend(packet(NOOP, &[], &[], &[], 0));
     c.send(&batch);
     let hit = c.recv();
-    assert_eq!((hit.opcode, hit.key.as_slice(), hit.value.as_slice()), (GETKQ, &[b'q', 3][..], &[3][..]));
+    assert_eq!(
+        (hit.opcode, hit.key.as_slice(), hit.value.as_slice()),
+        (GETKQ, &[b'q', 3][..], &[3][..])
+    );
     assert_eq!((c.recv().opcode, c.recv().opcode), (DELETEQ, INCRQ));
     assert_eq!(c.recv().opcode, NOOP);
     assert_eq!(c.get(&[b'q', 4]).status, KEY_ENOENT);
@@ -115,14 +136,26 @@ fn version_stats_verbosity_quit() {
     assert_eq!(v.value, env!("CARGO_PKG_VERSION").as_bytes());
     c.set(b"a", b"1", 0);
     let stats = c.stats(b"");
-    let find = |k: &str| stats.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    let find = |k: &str| {
+        stats
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    };
     assert_eq!(find("cmd_set").as_deref(), Some("1"));
-    assert_eq!(find("curr_items").as_deref(), Some("1"), "the engine's stats follow the host's");
+    assert_eq!(
+        find("curr_items").as_deref(),
+        Some("1"),
+        "the engine's stats follow the host's"
+    );
     assert!(find("pid").is_some());
     let settings = c.stats(b"settings");
     assert!(settings.iter().any(|(k, _)| k == "maxconns"));
     assert_eq!(c.call(STAT, &[], b"nosuchgroup", &[], 0).status, KEY_ENOENT);
-    assert_eq!(c.call(VERBOSITY, &1u32.to_be_bytes(), &[], &[], 0).status, SUCCESS);
+    assert_eq!(
+        c.call(VERBOSITY, &1u32.to_be_bytes(), &[], &[], 0).status,
+        SUCCESS
+    );
     assert_eq!(c.call(QUIT, &[], &[], &[], 0).status, SUCCESS);
     assert!(c.try_recv().is_none(), "quit closes the connection");
 }
@@ -134,7 +167,10 @@ fn unknown_opcodes_go_to_the_engine() {
     // ECHO (0xe0): the engine answers through ADD_RESPONSE.
     let echo = c.call(0xe0, b"ex", b"key", b"value", 0);
     assert_eq!(echo.status, SUCCESS);
-    assert_eq!((echo.extras.as_slice(), echo.key.as_slice()), (&b"ex"[..], &b"key"[..]));
+    assert_eq!(
+        (echo.extras.as_slice(), echo.key.as_slice()),
+        (&b"ex"[..], &b"key"[..])
+    );
     assert_eq!((echo.value.as_slice(), echo.cas), (&b"value"[..], 0xabc));
     // Anything the engine does not know.
     assert_eq!(c.call(0xee, &[], &[], &[], 0).status, UNKNOWN_COMMAND);

@@ -94,7 +94,11 @@ fn users_see_only_their_own_buckets() {
     assert_eq!(alice.set(b"k", b"alice's", 0).status, SUCCESS);
     assert_eq!(bob.get(b"k").status, KEY_ENOENT);
     assert_eq!(bob.set(b"k", b"bob's", 0).status, SUCCESS);
-    assert_eq!(anonymous.get(b"k").status, KEY_ENOENT, "the default bucket is apart");
+    assert_eq!(
+        anonymous.get(b"k").status,
+        KEY_ENOENT,
+        "the default bucket is apart"
+    );
     assert_eq!(alice.get(b"k").value, b"alice's");
     assert_eq!(bob.get(b"k").value, b"bob's");
     assert_eq!(login(&f, "alice", "apw").get(b"k").value, b"alice's");
@@ -107,13 +111,19 @@ fn users_see_only_their_own_buckets() {
     let r = admin.call(SELECT_BUCKET, &[], b"bob", &[], 0);
     assert_eq!(r.status, SUCCESS, "{r:?}");
     assert_eq!(admin.get(b"k").value, b"bob's");
-    assert_eq!(admin.call(SELECT_BUCKET, &[], b"nosuch", &[], 0).status, KEY_ENOENT);
+    assert_eq!(
+        admin.call(SELECT_BUCKET, &[], b"nosuch", &[], 0).status,
+        KEY_ENOENT
+    );
 
     // DELETE (EWOULDBLOCK inside, completed by the bucket engine's notify_io_complete).
     let r = admin.call(DELETE_BUCKET, &[], b"bob", &[], 0);
     assert_eq!(r.status, SUCCESS, "{r:?}");
     assert_eq!(list(&mut admin), ["alice"]);
-    assert_eq!(admin.call(DELETE_BUCKET, &[], b"bob", &[], 0).status, KEY_ENOENT);
+    assert_eq!(
+        admin.call(DELETE_BUCKET, &[], b"bob", &[], 0).status,
+        KEY_ENOENT
+    );
     assert_eq!(alice.get(b"k").value, b"alice's");
 }
 

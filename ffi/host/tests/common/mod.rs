@@ -39,7 +39,9 @@ pub fn test_engine() -> &'static Path {
             .args(args)
             .arg("all")
             .output()
-            .unwrap_or_else(|e| panic!("cannot run make ({e}): the C test engine needs make and cc"));
+            .unwrap_or_else(|e| {
+                panic!("cannot run make ({e}): the C test engine needs make and cc")
+            });
         assert!(
             out.status.success(),
             "building the C test engine failed:\n{}{}",
@@ -97,11 +99,7 @@ impl Server {
             let _ = tx.send(line);
         });
         let line = rx.recv_timeout(TIMEOUT).unwrap_or_default();
-        let port = line
-            .trim()
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok());
+        let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
         let Some(port) = port else {
             let _ = child.kill();
             let status = child.wait().expect("wait");
@@ -145,7 +143,10 @@ pub fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
         .stdin(Stdio::null())
         .output()
         .expect("run mcb-memcached");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
