@@ -113,12 +113,21 @@ fn command(s: &mut Session, end: usize) -> io::Result<Flow> {
         b"incr" => arithmetic(peer, tokens, out, true),
         b"decr" => arithmetic(peer, tokens, out, false),
         b"touch" => touch(peer, tokens, out, &mut s.scratch),
-        b"stats" => stats(peer, tokens, out),
         b"flush_all" => flush_all(peer, tokens, out),
+        // version, quit and stats take no noreply, and version and quit no arguments.
+        b"version" | b"quit" | b"stats" if noreply(tokens) => {
+            reply(out, "ERROR");
+            Flow::Continue
+        }
+        b"version" | b"quit" if tokens.len() > 1 => {
+            reply(out, "ERROR");
+            Flow::Continue
+        }
         b"version" => {
             reply(out, &format!("VERSION {}", api::VERSION));
             Flow::Continue
         }
+        b"stats" => stats(peer, tokens, out),
         b"verbosity" => verbosity(tokens, out),
         b"quit" => Flow::Close,
         _ => {
@@ -459,15 +468,23 @@ fn flush_all(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
 }
 
 fn verbosity(tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
+    // memcached: `verbosity [level] [noreply]`; with noreply nothing is said, even of a bad
+    // level; without it, the level is required.
     let quiet = noreply(tokens);
-    match tokens.get(1).and_then(|t| number::<u32>(t)) {
-        Some(level) if tokens.len() - usize::from(quiet) == 2 => {
-            api::set_log_level(crate::binary::log_level(level));
-            say(out, quiet, "OK")
-        }
+    let level = match tokens.len() - usize::from(quiet) {
+        2 => number::<u32>(tokens[1]),
+        1 if quiet => None,
         _ => {
             reply(out, "ERROR");
-            Flow::Continue
+            return Flow::Continue;
         }
+    };
+    if let Some(level) = level {
+        api::set_log_level(crate::binary::log_level(level));
+    }
+    match (level, quiet) {
+        (_, true) => Flow::Continue,
+        (Some(_), false) => say(out, false, "OK"),
+        (None, false) => say(out, false, "ERROR"),
     }
 }
