@@ -47,9 +47,11 @@ struct Server {
     handle: Handle,
 }
 
-/// The tables and the handle pointing at them; never moves once leaked.
+/// The tables and the handle pointing at them; never moves once leaked. The handle is in an
+/// `UnsafeCell`: engines get it as `*mut`, and its `engine` field is written once after the
+/// engine exists.
 struct Handle {
-    server: SERVER_HANDLE_V1,
+    server: std::cell::UnsafeCell<SERVER_HANDLE_V1>,
     core: SERVER_CORE_API,
     stat: SERVER_STAT_API,
     extension: SERVER_EXTENSION_API,
@@ -96,7 +98,7 @@ pub fn init(settings: Settings) {
         shutdown: std::sync::atomic::AtomicBool::new(false),
         listener: std::sync::atomic::AtomicI32::new(-1),
         handle: Handle {
-            server: SERVER_HANDLE_V1 {
+            server: std::cell::UnsafeCell::new(SERVER_HANDLE_V1 {
                 interface: 1,
                 core: std::ptr::null_mut(),
                 stat: std::ptr::null_mut(),
@@ -107,7 +109,7 @@ pub fn init(settings: Settings) {
                 cookie: std::ptr::null_mut(),
                 #[cfg(not(feature = "engine-pu"))]
                 alloc_hooks: std::ptr::null_mut(),
-            },
+            }),
             core: SERVER_CORE_API {
                 get_current_time: Some(get_current_time),
                 realtime: Some(realtime),
@@ -143,33 +145,32 @@ pub fn init(settings: Settings) {
         },
     }));
     let h = &mut server.handle;
-    h.server.core = &mut h.core;
-    h.server.stat = &mut h.stat;
-    h.server.extension = &mut h.extension;
-    h.server.callback = &mut h.callback;
-    h.server.log = &mut h.log;
-    h.server.cookie = &mut h.cookie;
+    let top = h.server.get_mut();
+    top.core = &mut h.core;
+    top.stat = &mut h.stat;
+    top.extension = &mut h.extension;
+    top.callback = &mut h.callback;
+    top.log = &mut h.log;
+    top.cookie = &mut h.cookie;
     #[cfg(not(feature = "engine-pu"))]
     {
-        h.server.alloc_hooks = &mut h.hooks;
+        top.alloc_hooks = &mut h.hooks;
     }
     assert!(SERVER.set(ServerRef(server)).is_ok(), "api::init runs once");
 }
 
 /// memcached's `get_server_api`, handed to `create_instance`.
 pub unsafe extern "C" fn get_server_api() -> *mut SERVER_HANDLE_V1 {
-    guard(std::ptr::null_mut(), || {
-        std::ptr::from_ref(&server().handle.server).cast_mut()
-    })
+    guard(std::ptr::null_mut(), || server().handle.server.get())
 }
 
 /// Records the engine in the handle's `engine` field, as memcached does once it has one.
 /// Called before any connection exists, by the thread that loaded it.
 pub fn set_engine(engine: *mut ENGINE_HANDLE) {
-    let field = std::ptr::from_ref(&server().handle.server.engine).cast_mut();
-    // SAFETY: the field lives in the leaked server; no other thread runs yet (the listener
-    // starts after the engine is loaded) and engines only read it.
-    unsafe { field.write(engine) };
+    let top = server().handle.server.get();
+    // SAFETY: the handle lives in an UnsafeCell in the leaked server; no other thread runs yet
+    // (the listener starts after the engine is loaded), and no reference to it is alive.
+    unsafe { (*top).engine = engine };
 }
 
 /// Tells `shutdown` which socket to wake.

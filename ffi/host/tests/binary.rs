@@ -271,3 +271,45 @@ fn sasl_is_required_with_dash_s() {
     let mut a = s.ascii();
     assert_eq!(a.cmd("get k\r\n"), "CLIENT_ERROR unauthenticated");
 }
+
+#[test]
+fn connection_events_reach_the_engine() {
+    let s = server();
+    for _ in 0..3 {
+        let mut c = s.binary();
+        assert_eq!(c.call(NOOP, &[], &[], &[], 0).status, SUCCESS);
+    }
+    let mut c = s.binary();
+    // ON_DISCONNECT fires as each connection's thread ends: wait for the three.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let stats = c.stats(b"");
+        let n = stats
+            .iter()
+            .find(|(k, _)| k == "disconnects")
+            .map(|(_, v)| v.clone());
+        if n.as_deref() == Some("3") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "disconnects: {n:?}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn connections_over_the_limit_are_refused() {
+    let s = Server::start(&["-E", test_engine().to_str().unwrap(), "-c", "1"]);
+    let mut first = s.binary();
+    assert_eq!(first.call(NOOP, &[], &[], &[], 0).status, SUCCESS);
+    let mut second = s.binary();
+    second.send(&packet(NOOP, &[], &[], &[], 0));
+    assert!(
+        second.try_recv().is_none(),
+        "the second connection is closed"
+    );
+    let stats = first.stats(b"");
+    assert!(
+        stats.contains(&("rejected_conns".into(), "1".into())),
+        "{stats:?}"
+    );
+}

@@ -35,3 +35,45 @@ fn engines_that_fail_exit_with_status_1() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("SASL password file"), "{stderr}");
 }
+
+#[test]
+fn engines_log_through_the_stderr_logger() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    let engine = test_engine().to_str().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcb-memcached"))
+        .args([
+            "-p",
+            "0",
+            "-v",
+            "-E",
+            engine,
+            "-e",
+            "verbose=true;name=logged",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcb-memcached");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.starts_with("mcb-memcached listening on 127.0.0.1:"),
+        "{line}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("[info] test engine logged: cache_size=67108864"),
+        "{stderr}"
+    );
+}
