@@ -288,12 +288,13 @@ unsafe extern "C" fn shutdown() {
     })
 }
 
-/// Parses the host's own settings (`maxconns`, `tcpport`, ...) into the engine's table.
+/// Parses the host's own settings (`maxconns`, `tcpport`, ...) into the engine's table; true
+/// unless a value was bad (settings the engine did not ask for are fine, as in memcached).
 unsafe extern "C" fn get_config(items: *mut config_item) -> bool {
     guard(false, || {
         let text = server().settings.config.as_ptr();
         // SAFETY: our NUL-terminated settings; the engine's table per parse_config's contract.
-        unsafe { crate::config::parse_config(text, items, std::ptr::null_mut()) == 0 }
+        unsafe { crate::config::parse_config(text, items, std::ptr::null_mut()) >= 0 }
     })
 }
 
@@ -623,4 +624,186 @@ mod hooks {
         get_allocation_size: Some(allocation_size),
         get_detailed_stats: Some(detailed_stats),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    /// The server is process-global: the tests of this binary share one.
+    fn server_api() -> &'static SERVER_HANDLE_V1 {
+        static INIT: std::sync::Once = std::sync::Once::new();
+        INIT.call_once(|| {
+            init(Settings {
+                verbosity: 0,
+                config: CString::new("maxconns=10;tcpport=1234").unwrap(),
+            })
+        });
+        // SAFETY: the leaked handle; nothing writes it after `init` in these tests.
+        unsafe { &*get_server_api() }
+    }
+
+    fn core() -> SERVER_CORE_API {
+        // SAFETY: the table `init` pointed the handle at.
+        unsafe { *server_api().core }
+    }
+
+    #[test]
+    fn times_follow_memcacheds_30_day_rule() {
+        let core = core();
+        let (realtime, abstime) = (core.realtime.unwrap(), core.abstime.unwrap());
+        let now = now();
+        let current = current_time();
+        assert!(current >= 2, "the clock starts a little in the past");
+        // SAFETY: our own functions, plain values.
+        unsafe {
+            assert_eq!(realtime(0), 0, "never");
+            assert_eq!(realtime(-5), 1, "already expired");
+            let rel = realtime(100);
+            assert!(rel == current + 100 || rel == current + 101, "{rel}");
+            let month = REALTIME_MAXDELTA;
+            assert!(
+                realtime(month) >= current + month as u32,
+                "30 days is still relative"
+            );
+            assert_eq!(realtime(month + 1), 1, "an absolute time before the start");
+            let abs = realtime(now + 1000);
+            assert!(abs >= current + 999 && abs <= current + 1001, "{abs}");
+            let back = abstime(realtime(now + 1000));
+            assert!((back - (now + 1000)).abs() <= 1, "{back}");
+            assert!((abstime(current) - now).abs() <= 1);
+        }
+    }
+
+    #[test]
+    fn version_hash_and_host_settings() {
+        let core = core();
+        // SAFETY: our own functions with live arguments.
+        unsafe {
+            let version = CStr::from_ptr(core.server_version.unwrap()());
+            assert_eq!(version.to_str().unwrap(), VERSION);
+            let hash = core.hash.unwrap();
+            let h1 = hash(b"key".as_ptr().cast(), 3, 0);
+            assert_eq!(h1, hash(b"key".as_ptr().cast(), 3, 0), "stable");
+            assert_ne!(h1, hash(b"key".as_ptr().cast(), 3, 1), "seeded");
+            assert_ne!(h1, hash(b"kez".as_ptr().cast(), 3, 0));
+            let mut maxconns = 0usize;
+            let mut items = [
+                config_item {
+                    key: c"maxconns".as_ptr(),
+                    datatype: DT_SIZE,
+                    value: config_value {
+                        dt_size: &mut maxconns,
+                    },
+                    found: false,
+                },
+                config_item {
+                    key: std::ptr::null(),
+                    datatype: DT_SIZE,
+                    value: config_value {
+                        dt_size: std::ptr::null_mut(),
+                    },
+                    found: false,
+                },
+            ];
+            // Settings nobody asked for (tcpport) are fine.
+            assert!(core.get_config.unwrap()(items.as_mut_ptr()));
+            assert_eq!((maxconns, items[0].found), (10, true));
+        }
+    }
+
+    static ORDER: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn record(
+        _cookie: *const c_void,
+        _kind: ENGINE_EVENT_TYPE,
+        _data: *const c_void,
+        cb_data: *const c_void,
+    ) {
+        ORDER.lock().unwrap().push(cb_data as usize);
+    }
+
+    #[test]
+    fn callbacks_run_newest_first() {
+        let api = server_api();
+        // SAFETY: the table `init` pointed the handle at, and our own functions.
+        unsafe {
+            let cb = *api.callback;
+            for data in [1usize, 2, 3] {
+                cb.register_callback.unwrap()(
+                    std::ptr::null_mut(),
+                    ON_SWITCH_CONN,
+                    Some(record),
+                    data as *const c_void,
+                );
+            }
+            // An out-of-range event type is refused, not stored.
+            cb.register_callback.unwrap()(
+                std::ptr::null_mut(),
+                ENGINE_EVENT_TYPE(99),
+                Some(record),
+                std::ptr::null(),
+            );
+            cb.perform_callbacks.unwrap()(ON_SWITCH_CONN, std::ptr::null(), std::ptr::null());
+            cb.perform_callbacks.unwrap()(
+                ENGINE_EVENT_TYPE(99),
+                std::ptr::null(),
+                std::ptr::null(),
+            );
+        }
+        assert_eq!(*ORDER.lock().unwrap(), [3, 2, 1]);
+    }
+
+    unsafe extern "C" fn other_name() -> *const c_char {
+        c"other".as_ptr()
+    }
+
+    #[test]
+    fn a_registered_logger_replaces_ours_until_unregistered() {
+        let api = server_api();
+        // SAFETY: the tables `init` pointed the handle at; a logger descriptor that lives for
+        // the whole test (leaked).
+        unsafe {
+            let ext = *api.extension;
+            let ours = ext.get_extension.unwrap()(EXTENSION_LOGGER);
+            assert_eq!(ours, (*api.log).get_logger.unwrap()().cast());
+            let other = Box::leak(Box::new(EXTENSION_LOGGER_DESCRIPTOR {
+                get_name: Some(other_name),
+                log: STDERR_LOGGER.0.log,
+            }));
+            let other_ptr = std::ptr::from_mut(other).cast::<c_void>();
+            assert!(ext.register_extension.unwrap()(EXTENSION_LOGGER, other_ptr));
+            assert_eq!(ext.get_extension.unwrap()(EXTENSION_LOGGER), other_ptr);
+            // Protocol extensions are refused: this host would never call them.
+            assert!(!ext.register_extension.unwrap()(
+                EXTENSION_ASCII_PROTOCOL,
+                other_ptr
+            ));
+            assert!(ext.get_extension.unwrap()(EXTENSION_ASCII_PROTOCOL).is_null());
+            ext.unregister_extension.unwrap()(EXTENSION_LOGGER, other_ptr);
+            assert_eq!(ext.get_extension.unwrap()(EXTENSION_LOGGER), ours);
+            // Levels: below the current level nothing is written.
+            let log = *api.log;
+            log.set_level.unwrap()(EXTENSION_LOG_INFO);
+            assert_eq!(log.get_level.unwrap()(), EXTENSION_LOG_INFO);
+            log.set_level.unwrap()(EXTENSION_LOG_WARNING);
+        }
+    }
+
+    #[test]
+    fn stats_blocks_come_and_go() {
+        let api = server_api();
+        // SAFETY: the table `init` pointed the handle at; a block released once.
+        unsafe {
+            let stat = *api.stat;
+            let block = stat.new_stats.unwrap()();
+            assert!(!block.is_null());
+            stat.release_stats.unwrap()(block);
+            stat.release_stats.unwrap()(std::ptr::null_mut());
+            let before = evictions();
+            stat.evicting.unwrap()(std::ptr::null(), b"k".as_ptr().cast(), 1);
+            assert_eq!(evictions(), before + 1);
+        }
+    }
 }

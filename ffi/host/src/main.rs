@@ -50,12 +50,21 @@ fn main() -> ExitCode {
     }
 }
 
-/// The host's settings as `get_config` parses them.
+/// The host's settings as `get_config` parses them: `key=value;...`, with `;`, `=` and `\\`
+/// in values escaped.
 fn settings(o: &Options) -> CString {
-    let text = format!(
-        "maxconns={};tcpport={};verbose={};num_threads={};require_sasl={}",
-        o.max_connections, o.port, o.verbosity, o.threads, o.require_sasl
-    );
+    let mut text = String::new();
+    for (key, value) in o.settings() {
+        text.push_str(key);
+        text.push('=');
+        for c in value.chars() {
+            if matches!(c, ';' | '=' | '\\') {
+                text.push('\\');
+            }
+            text.push(c);
+        }
+        text.push(';');
+    }
     CString::new(text).unwrap_or_default()
 }
 

@@ -36,6 +36,23 @@ pub struct Options {
     pub sasl_pwdb: Option<PathBuf>,
 }
 
+impl Options {
+    /// The host's settings under memcached's `stats settings` names: what `stats settings`
+    /// reports and what `get_config` parses (as memcached's does).
+    pub fn settings(&self) -> [(&'static str, String); 7] {
+        let sasl = if self.require_sasl { "yes" } else { "no" };
+        [
+            ("maxconns", self.max_connections.to_string()),
+            ("tcpport", self.port.to_string()),
+            ("inter", self.listen.clone()),
+            ("verbosity", self.verbosity.to_string()),
+            ("num_threads", self.threads.to_string()),
+            ("auth_enabled_sasl", sasl.to_owned()),
+            ("engine", self.engine.clone()),
+        ]
+    }
+}
+
 /// What the command line asks for.
 #[derive(Debug)]
 pub enum Parsed {

@@ -213,20 +213,10 @@ impl Peer {
     }
 
     fn settings_stats(&self) {
-        let o = &self.ctx.options;
-        let stats: [(&str, String); 7] = [
-            ("interface", o.listen.clone()),
-            ("tcpport", o.port.to_string()),
-            ("maxconns", o.max_connections.to_string()),
-            ("verbosity", o.verbosity.to_string()),
-            ("num_threads", o.threads.to_string()),
-            ("require_sasl", o.require_sasl.to_string()),
-            ("engine", o.engine.clone()),
-        ];
-        self.push_stats(&stats);
+        self.push_stats(&self.ctx.options.settings());
     }
 
-    fn push_stats(&self, stats: &[(&str, String)]) {
+    fn push_stats(&self, stats: &[(&'static str, String)]) {
         let mut sink = self.conn.sink();
         for (k, v) in stats {
             crate::conn::push_stat(&mut sink, k.as_bytes(), v.as_bytes());
