@@ -313,3 +313,20 @@ fn connections_over_the_limit_are_refused() {
         "{stats:?}"
     );
 }
+
+#[test]
+fn a_reserved_cookie_outlives_its_connection() {
+    let s = server();
+    // ASYNC "wait" reserves the cookie and parks the connection; the client leaves.
+    let mut parked = s.binary();
+    parked.send(&packet(0xe1, &[], &[], b"wait", 0));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    drop(parked);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // GATE: the engine notifies and releases the closed connection's cookie.
+    let mut other = s.binary();
+    assert_eq!(other.call(0xe2, &[], &[], &[], 0).status, SUCCESS);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(other.call(NOOP, &[], &[], &[], 0).status, SUCCESS);
+    assert_eq!(s.binary().set(b"still", b"serving", 0).status, SUCCESS);
+}
