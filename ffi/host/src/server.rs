@@ -281,14 +281,16 @@ fn serve(stream: TcpStream, ctx: &'static Ctx) {
         io: Io::new(stream),
         scratch: Aligned::default(),
     };
-    let served = match session.io.fill(1) {
+    // A panic (a bug of ours) ends this connection only, and it still gets its ON_DISCONNECT.
+    let panicked = || Err(io::Error::other("the connection's handler panicked"));
+    let served = mcb_ffi::boundary::guard(panicked(), || match session.io.fill(1) {
         Ok(true) if session.io.buffered()[0] == PROTOCOL_BINARY_REQ => {
             crate::binary::serve(&mut session)
         }
         Ok(true) => crate::ascii::serve(&mut session),
         Ok(false) => Ok(()),
         Err(e) => Err(e),
-    };
+    });
     if let Err(e) = served.and_then(|()| session.io.flush()) {
         if ctx.options.verbosity > 0 {
             api::log(EXTENSION_LOG_INFO, &format!("connection closed: {e}"));
