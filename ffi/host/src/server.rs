@@ -3,7 +3,8 @@
 //! bounds the connections (and so the threads); `-t` is accepted for memcached's command line
 //! and reported in stats, but there is no fixed worker pool to size.
 //!
-//! A connection fires ON_CONNECT before its first engine call and ON_DISCONNECT when it ends;
+//! A connection fires ON_CONNECT before its first engine call and ON_DISCONNECT when it ends
+//! (ON_SWITCH_CONN never fires: a thread serves only its own connection);
 //! its first byte chooses the protocol (0x80: binary, anything else: ASCII), as memcached's
 //! negotiation does.
 

@@ -6,6 +6,7 @@
 #
 # Our server runs libbucket_engine.so with the default bucket on MCB_BENCH_ENGINE_CONFIG
 # (default: the C test engine, until the built-in engine lands: then "engine=builtin;default=true").
+# MCB_BENCH_BUCKET_ENGINE picks another libbucket_engine.so (default: this tree's release build).
 # memcached runs with as many worker threads as there are cores.
 # MCB_BENCH_SECS (default 5) sets each run's length.
 set -euo pipefail
@@ -35,7 +36,8 @@ mc_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0));
     -t "$cores" -m 512 -U 0 &
 pids+=($!)
 : >"$work/host.out"
-"$root/target/release/mcb-memcached" -p 0 -E "$root/target/release/libbucket_engine.so" \
+"$root/target/release/mcb-memcached" -p 0 \
+    -E "${MCB_BENCH_BUCKET_ENGINE:-$root/target/release/libbucket_engine.so}" \
     -e "$config" >"$work/host.out" &
 pids+=($!)
 for _ in $(seq 100); do
