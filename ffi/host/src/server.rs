@@ -42,6 +42,24 @@ impl Counters {
         // Relaxed: a statistic.
         counter.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// `stats reset`: the counters of events go back to zero (not the current connections).
+    fn reset(&self) {
+        for counter in [
+            &self.total_connections,
+            &self.rejected_connections,
+            &self.cmd_get,
+            &self.get_hits,
+            &self.get_misses,
+            &self.cmd_set,
+            &self.cmd_flush,
+            &self.auth_cmds,
+            &self.auth_errors,
+        ] {
+            // Relaxed: a statistic.
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What every connection shares.
@@ -159,7 +177,7 @@ impl Peer {
     }
 
     /// Statistics of `group` into the sink: the host's own, then the engine's, for the empty
-    /// group; the host's settings for `settings`; `reset` resets the engine's; anything else
+    /// group; the host's settings for `settings`; `reset` resets ours and the engine's; anything else
     /// is the engine's.
     pub fn stats(&self, group: &[u8]) -> ENGINE_ERROR_CODE {
         match group {
@@ -173,6 +191,7 @@ impl Peer {
                 ENGINE_SUCCESS
             }
             b"reset" => {
+                self.ctx.counters.reset();
                 self.engine().reset_stats(self.cookie);
                 ENGINE_SUCCESS
             }

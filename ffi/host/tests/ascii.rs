@@ -88,6 +88,16 @@ fn arithmetic_flush_and_the_rest() {
     assert!(lines.iter().any(|l| l.starts_with("STAT cmd_flush 1")));
     assert!(lines.iter().any(|l| l.starts_with("STAT curr_items ")));
     assert_eq!(c.cmd("stats reset\r\n"), "RESET");
+    c.send(b"stats\r\n");
+    let mut after = Vec::new();
+    loop {
+        let l = c.line();
+        if l == "END" {
+            break;
+        }
+        after.push(l);
+    }
+    assert!(after.iter().any(|l| l == "STAT cmd_flush 0"), "{after:?}");
     assert_eq!(c.cmd("bogus\r\n"), "ERROR");
     assert_eq!(c.cmd("\r\n"), "ERROR");
     c.send(b"quit\r\n");
