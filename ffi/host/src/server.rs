@@ -177,8 +177,8 @@ impl Peer {
     }
 
     /// Statistics of `group` into the sink: the host's own, then the engine's, for the empty
-    /// group; the host's settings for `settings`; `reset` resets ours and the engine's; anything else
-    /// is the engine's.
+    /// group; the host's settings for `settings`; `reset` resets ours and the engine's;
+    /// anything else is the engine's.
     pub fn stats(&self, group: &[u8]) -> ENGINE_ERROR_CODE {
         match group {
             b"" => {
