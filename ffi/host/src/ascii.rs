@@ -74,6 +74,7 @@ pub fn serve(s: &mut Session) -> io::Result<()> {
         if command(s, end)? == Flow::Close {
             return s.io.flush();
         }
+        s.io.flush_if_large()?;
     }
 }
 

@@ -239,6 +239,7 @@ pub fn serve(s: &mut Session) -> io::Result<()> {
         if flow == Flow::Close {
             return s.io.flush();
         }
+        s.io.flush_if_large()?;
     }
 }
 

@@ -128,6 +128,15 @@ impl Io {
         Ok(())
     }
 
+    /// Writes out the queued output once it is large: a client that pipelines without reading
+    /// meets TCP's back-pressure instead of growing our buffer.
+    pub fn flush_if_large(&mut self) -> io::Result<()> {
+        if self.wbuf.len() >= KEEP {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Writes out everything queued.
     pub fn flush(&mut self) -> io::Result<()> {
         if !self.wbuf.is_empty() {

@@ -330,3 +330,23 @@ fn a_reserved_cookie_outlives_its_connection() {
     assert_eq!(other.call(NOOP, &[], &[], &[], 0).status, SUCCESS);
     assert_eq!(s.binary().set(b"still", b"serving", 0).status, SUCCESS);
 }
+
+#[test]
+fn a_long_pipeline_is_answered_in_order() {
+    let s = server();
+    let mut c = s.binary();
+    assert_eq!(c.set(b"pipe", &[b'p'; 1000], 0).status, SUCCESS);
+    const N: usize = 5000;
+    let mut writer = c.0.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        use std::io::Write;
+        let get = packet(GETK, &[], b"pipe", &[], 0);
+        let batch: Vec<u8> = get.iter().copied().cycle().take(get.len() * N).collect();
+        writer.write_all(&batch).unwrap();
+    });
+    for _ in 0..N {
+        let r = c.recv();
+        assert_eq!((r.opcode, r.status, r.value.len()), (GETK, SUCCESS, 1000));
+    }
+    sender.join().unwrap();
+}
