@@ -276,12 +276,12 @@ void mcb_l2_free(struct mcb_l2 *l2);
 void mcb_cache_options_default(struct mcb_cache_options *out);
 
 /**
- * Creates the cache `name` (NUL-terminated) on `l2`; caches with one name on one store share
+ * Creates the cache `name` (NUL-terminated UTF-8) on `l2`; caches with one name on one store share
  * entries, caches with different names never see each other's. `opts` NULL means defaults;
  * `miss_store` (may be NULL) keeps cached misses apart. Free it with [`mcb_cache_free`].
  *
  * # Safety
- * `l2` from `mcb_l2_new`; `name` a NUL-terminated string; `opts` NULL or valid;
+ * `l2` from `mcb_l2_new`; `name` a NUL-terminated string (not UTF-8: rejected); `opts` NULL or valid;
  * `miss_store` NULL or from `mcb_l2_new`; `out` valid for a write.
  */
 enum mcb_cache_status mcb_cache_new(const struct mcb_l2 *l2,

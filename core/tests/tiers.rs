@@ -495,9 +495,13 @@ fn bulk_answers_in_order_and_runs_every_miss_loader() {
             },
         ];
         for key in &keys {
+            let ttl = (key == "m0").then_some(Duration::from_secs(7));
             ops.push(BulkOp {
                 key: key.as_bytes(),
-                opts: CallOptions::default(),
+                opts: CallOptions {
+                    ttl,
+                    ..CallOptions::default()
+                },
                 loader: Some(Box::new(move || {
                     // Relaxed: counted after the bulk call returns (threads joined).
                     runs.fetch_add(1, Ordering::Relaxed);
@@ -517,6 +521,13 @@ fn bulk_answers_in_order_and_runs_every_miss_loader() {
         for (i, key) in keys.iter().enumerate() {
             assert_eq!(flat[4 + i], got(key, Level::L3));
         }
+        let remaining = |key: &str| cache.peek(key.as_bytes(), false).unwrap().remaining;
+        assert_eq!(remaining("m0"), Some(Duration::from_secs(7)), "per-op ttl");
+        assert_eq!(
+            remaining("m1"),
+            Some(Duration::from_secs(30)),
+            "the cache's ttl"
+        );
         // Relaxed: see above.
         assert_eq!(runs.load(Ordering::Relaxed), 5, "concurrency {concurrency}");
     }
@@ -692,4 +703,35 @@ fn a_miss_store_keeps_negative_entries_apart() {
     assert_eq!(misses.used_bytes(), 0, "set cleared the miss");
     cache.delete(b"k");
     assert_eq!(l2.used_bytes(), 0);
+}
+
+#[test]
+fn threads_hammering_a_small_store_never_see_another_keys_value() {
+    let l2 = store(4 << 10);
+    let cache = Cache::new("stress", l2.clone(), options(&Clock::manual())).unwrap();
+    thread::scope(|s| {
+        for t in 0..4u64 {
+            let cache = &cache;
+            s.spawn(move || {
+                let mut x = t + 1;
+                for _ in 0..5_000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let k = format!("k{}", x % 97);
+                    match x % 5 {
+                        0 => cache.delete(k.as_bytes()),
+                        1 => cache
+                            .set(k.as_bytes(), &CallOptions::default(), Some(k.clone()))
+                            .unwrap(),
+                        _ => {
+                            let (v, _) = get(cache, &k, value(&k)).unwrap();
+                            assert_eq!(v.as_deref(), Some(k.as_str()), "another key's value");
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert!(l2.used_bytes() <= l2.capacity_bytes());
 }

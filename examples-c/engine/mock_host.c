@@ -56,6 +56,8 @@ static atomic_uint log_level = EXTENSION_LOG_INFO;
 static atomic_int log_lines;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char last_log[1024];
+/* The last MH_LOG_HISTORY lines; line number n lives at n % MH_LOG_HISTORY. */
+static char log_history[MH_LOG_HISTORY][1024];
 
 static const char *stderr_logger_name(void) {
     return "mock-host stderr logger";
@@ -79,8 +81,11 @@ __attribute__((format(printf, 3, 4))) static void stderr_logger_log(EXTENSION_LO
     pthread_mutex_lock(&log_lock);
     fprintf(stderr, "[mock-host %d %p] %s\n", (int)severity, client_cookie, line);
     memcpy(last_log, line, n + 1);
-    pthread_mutex_unlock(&log_lock);
+    int number = atomic_load(&log_lines);
+    memcpy(log_history[number % MH_LOG_HISTORY], line, n + 1);
+    /* Counted under the lock, so a line's number and its slot agree. */
     atomic_fetch_add(&log_lines, 1);
+    pthread_mutex_unlock(&log_lock);
 }
 
 static EXTENSION_LOGGER_DESCRIPTOR stderr_logger = {
@@ -1084,6 +1089,54 @@ void mh_last_log(char *buf, size_t buflen) {
     snprintf(buf, buflen, "%s", last_log);
     pthread_mutex_unlock(&log_lock);
 }
+/* Calls visit(line) for every remembered line numbered `since` or later, under the log lock;
+ * stops when visit returns true. */
+static void log_history_walk(int since, bool (*visit)(const char *line, void *arg), void *arg) {
+    pthread_mutex_lock(&log_lock);
+    int end = atomic_load(&log_lines);
+    int start = since;
+    if (start < end - MH_LOG_HISTORY) {
+        start = end - MH_LOG_HISTORY;
+    }
+    if (start < 0) {
+        start = 0;
+    }
+    for (int i = start; i < end; i++) {
+        if (visit(log_history[i % MH_LOG_HISTORY], arg)) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&log_lock);
+}
+
+typedef struct {
+    const char *needle;
+    int hits;
+    int misses;
+} log_search;
+
+static bool log_search_visit(const char *line, void *arg) {
+    log_search *s = arg;
+    if (strstr(line, s->needle) != NULL) {
+        s->hits++;
+    } else {
+        s->misses++;
+    }
+    return false;
+}
+
+bool mh_log_contains(int since, const char *needle) {
+    log_search s = {.needle = needle != NULL ? needle : ""};
+    log_history_walk(since, log_search_visit, &s);
+    return s.hits > 0;
+}
+
+int mh_log_count_without(int since, const char *needle) {
+    log_search s = {.needle = needle != NULL ? needle : ""};
+    log_history_walk(since, log_search_visit, &s);
+    return s.misses;
+}
+
 bool mh_shutdown_requested(void) {
     return atomic_load(&shutdown_requested);
 }

@@ -67,7 +67,7 @@ void mh_events_forget(ENGINE_HANDLE *engine);
 
 typedef struct mh_stat {
     char key[64];
-    char value[128];
+    char value[512]; /* room for a topkeys value (about 300 bytes) */
 } mh_stat;
 
 typedef struct mh_conn {
@@ -140,6 +140,14 @@ int mh_evictions(void);          /* calls to evicting */
 int mh_log_lines(void);          /* lines the stderr logger wrote */
 /* Copies the last logged line into buf. */
 void mh_last_log(char *buf, size_t buflen);
+/*
+ * Whether a line logged at or after line number `since` (a value of mh_log_lines() taken
+ * earlier) contains `needle`. The host remembers the last MH_LOG_HISTORY lines.
+ */
+#define MH_LOG_HISTORY 256
+bool mh_log_contains(int since, const char *needle);
+/* How many lines logged at or after `since` do not contain `needle`. */
+int mh_log_count_without(int since, const char *needle);
 bool mh_shutdown_requested(void);
 /* Sets the string get_config parses (the host's own "command line" settings). */
 void mh_set_settings(const char *settings);

@@ -453,16 +453,7 @@ fn test_engine_conformance_passes() {
 
 #[test]
 fn harness_is_clean_under_valgrind() {
-    let found = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "valgrind is not on PATH but CI is set: .ci/run installs it"
-        );
-        eprintln!("SKIPPED harness_is_clean_under_valgrind: valgrind not on PATH (CI runs it)");
+    if !abi_common::valgrind_available("harness_is_clean_under_valgrind") {
         return;
     }
     let engine = build().join("libtest_engine.so");

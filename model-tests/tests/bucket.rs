@@ -127,10 +127,10 @@ fn last_reference_races_worker() {
     let releaser = thread::spawn(move || drop(connection));
     registry.delete("b", 7, false).expect("delete");
     releaser.join().unwrap();
-    // No global destroy: only the release can wake the worker. loom runs the detached worker
-    // to its end (or reports it stuck) before the model ends.
-    drop(registry);
-    let _ = env;
+    // No global destroy: only the release can wake the worker; if it missed the wake-up, this
+    // join never returns and loom reports a deadlock.
+    registry.join_shutdowns();
+    assert_eq!(env.events().destroyed(), 1);
 }
 
 #[test]
@@ -239,8 +239,8 @@ fn bucket_lookup_never_sees_freed_handle() {
         };
         registry.delete("b", 7, false).expect("delete");
         finder.join().unwrap();
-        drop(registry);
-        let _ = env;
+        registry.join_shutdowns();
+        assert_eq!(env.events().notified(), [7]);
     });
 }
 

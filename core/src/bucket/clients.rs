@@ -10,7 +10,7 @@
 //! still inside (the argument is written out in `handle.rs`).
 
 use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::{cpu_count, mutant, thread_index};
+use crate::sync::{mutant, stripe_count, thread_index};
 use crossbeam_utils::CachePadded;
 
 /// Calls in flight, one padded counter per stripe.
@@ -20,11 +20,9 @@ pub(crate) struct Clients {
 }
 
 impl Clients {
-    /// Two stripes per CPU (threads usually outnumber CPUs), a power of two, at most 256.
     pub(crate) fn new() -> Self {
-        let n = (cpu_count() * 2).next_power_of_two().min(256);
         Self {
-            stripes: (0..n)
+            stripes: (0..stripe_count())
                 .map(|_| CachePadded::new(AtomicUsize::new(0)))
                 .collect(),
         }

@@ -10,7 +10,8 @@
 
 use super::guards::{Lease, Ref};
 use super::handle::Handle;
-use super::registry::Registry;
+use super::registry::{CreateError, Registry};
+use super::state::State;
 use super::{Engine, Env};
 use crate::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use crate::sync::mutant::{self, Mutant};
@@ -284,17 +285,29 @@ impl<E: Engine> Drop for Connection<E> {
     }
 }
 
-/// The seed's connect/auth lookup: the RUNNING bucket `name`, or a new one if allowed.
+/// The seed's connect/auth lookup: the RUNNING bucket `name`, or a new one if allowed. A bucket
+/// another connection is still creating is waited for (the seed created under its global lock,
+/// so there the second connection simply waited), then used.
 fn find_or_create<V: Env>(
     registry: &Registry<V>,
     name: &str,
     config: &str,
 ) -> Option<Ref<V::Engine>> {
-    registry.find(name).or_else(|| {
+    loop {
+        if let Some(bucket) = registry.find(name) {
+            return Some(bucket);
+        }
         let settings = registry.config();
         if !settings.auto_create {
             return None;
         }
-        registry.create(name, &settings.engine, config).ok()
-    })
+        match registry.create(name, &settings.engine, config) {
+            Ok(bucket) => return Some(bucket),
+            // Someone else is creating it: wait, then look again.
+            Err(CreateError::Exists(State::Null)) => registry.wait_for_creation(name),
+            // Someone else created it meanwhile: look again.
+            Err(CreateError::Exists(State::Running)) => {}
+            Err(_) => return None,
+        }
+    }
 }

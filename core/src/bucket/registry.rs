@@ -1,16 +1,15 @@
 //! The registry: bucket names to handles, the default bucket, and the shutdown of both.
 //!
-//! Lookups read an immutable snapshot of the name map through crossbeam-epoch: no lock, and a
-//! snapshot stays valid while the reader is pinned. Writers (create, unlink, destroy: admin
-//! operations) serialise on one mutex, copy the map, change the copy and swap it in, retiring
-//! the old one to the registry's reclamation domain (`sync::epoch::Domain`).
+//! Lookups read an immutable snapshot of the name map through `sync::ReadMostly`: a thread
+//! takes only its own stripe's lock, so lookups share no lock and no written cache line.
+//! Writers (create, unlink, destroy: admin operations) serialise on one mutex, copy the map,
+//! change the copy and publish it to every stripe; the old map is freed when the last stripe
+//! lets go of it.
 //!
 //! Creating a bucket reserves its name in the map first (state NULL, invisible to `find`) and
 //! then loads and initialises the engine with no lock held: a slow engine warming up blocks
 //! neither lookups, nor calls, nor the creation of other buckets, and a second create of the
 //! same name answers "exists" at once.
-
-#![allow(unsafe_code)] // epoch-protected snapshot reads; each block says why it is sound.
 
 use super::handle::Handle;
 use super::name::{self, NameError};
@@ -18,9 +17,8 @@ use super::shutdown::Shutdown;
 use super::state::State;
 use super::{Config, Engine, Env, Lease, Ref};
 use crate::sync::atomic::{AtomicBool, Ordering};
-use crate::sync::epoch::{Atomic, Domain, Guard, Owned, Shared};
 use crate::sync::mutant::{self, Mutant};
-use crate::sync::{thread, Arc, Mutex};
+use crate::sync::{thread, Arc, Condvar, Mutex, ReadMostly};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -78,10 +76,13 @@ pub struct Registry<V: Env> {
 struct Inner<V: Env> {
     env: V,
     config: Config,
-    buckets: Atomic<Map<V::Engine>>,
-    domain: Domain,
+    buckets: ReadMostly<Map<V::Engine>>,
     /// Serialises writers of `buckets`; `true` once global destroy has closed the registry.
     writer: Mutex<bool>,
+    /// Broadcast (under `writer`) when a bucket being created starts or fails.
+    created: Condvar,
+    /// Shutdown workers, joined by global destroy.
+    workers: Mutex<Vec<thread::JoinHandle<()>>>,
     shutdown: Arc<Shutdown>,
     default: Option<Arc<Handle<V::Engine>>>,
     destroyed: AtomicBool,
@@ -127,9 +128,10 @@ impl<V: Env> Registry<V> {
             inner: Arc::new(Inner {
                 env,
                 config,
-                buckets: Atomic::new(Map::new()),
-                domain: Domain::new(),
+                buckets: ReadMostly::new(Map::new()),
                 writer: Mutex::new(false),
+                created: Condvar::new(),
+                workers: Mutex::new(Vec::new()),
                 shutdown,
                 default,
                 destroyed: AtomicBool::new(false),
@@ -192,12 +194,14 @@ impl<V: Env> Registry<V> {
         if let Err(why) = handle.engine_unguarded().initialize(config) {
             handle.engine_unguarded().destroy(false);
             self.inner.unlink(&handle);
+            self.inner.created.notify_all();
             return Err(CreateError::Init(why));
         }
         // Start under the writer lock, so that global destroy either sees it RUNNING (and
         // destroys it) or closed the registry first (and we destroy it here).
         {
             let closed = self.inner.writer.lock();
+            self.inner.created.notify_all();
             if !*closed {
                 handle.start();
                 handle.retain_again();
@@ -207,6 +211,21 @@ impl<V: Env> Registry<V> {
         handle.engine_unguarded().destroy(false);
         handle.mark_freed();
         Err(CreateError::ShuttingDown)
+    }
+
+    /// Waits while bucket `name` is being created by someone else (state NULL in the map), so
+    /// that a connection asking for it gets it once it runs (the seed created under its global
+    /// lock, so a second connection simply waited).
+    pub fn wait_for_creation(&self, name: &str) {
+        let mut closed = self.inner.writer.lock();
+        while !*closed
+            && self
+                .inner
+                .buckets
+                .read(|map| map.get(name).is_some_and(|h| h.state() == State::Null))
+        {
+            closed = self.inner.created.wait(closed);
+        }
     }
 
     /// Starts deleting bucket `name` on behalf of `cookie` (the seed's DELETE): the bucket stops
@@ -255,8 +274,20 @@ impl<V: Env> Registry<V> {
     /// Spawns the worker that shuts `handle` down (the seed's `engine_shutdown_thread`).
     fn start_shutdown(&self, handle: Arc<Handle<V::Engine>>) {
         let inner = Arc::clone(&self.inner);
-        // Detached: global destroy waits for it through the shutdown coordinator instead.
-        drop(thread::spawn(move || inner.shut_down(handle)));
+        let worker = thread::spawn(move || inner.shut_down(handle));
+        let mut workers = self.inner.workers.lock();
+        workers.retain(|w| !thread::has_ended(w));
+        workers.push(worker);
+    }
+
+    /// Waits until every bucket shutdown started so far has ended (each ends once its last
+    /// reference is gone, or global destroy began).
+    pub fn join_shutdowns(&self) {
+        let workers = std::mem::take(&mut *self.inner.workers.lock());
+        for worker in workers {
+            // A worker that panicked has nothing left to wait for.
+            let _ = worker.join();
+        }
     }
 
     /// Global destroy: stops waiting workers, waits for them, then destroys every engine left
@@ -270,6 +301,8 @@ impl<V: Env> Registry<V> {
             return;
         }
         inner.shutdown.begin_global();
+        // Workers now end without waiting (or skip, when they had not begun).
+        self.join_shutdowns();
         let left: Vec<_> = {
             let mut closed = inner.writer.lock();
             *closed = true;
@@ -283,36 +316,20 @@ impl<V: Env> Registry<V> {
         }
         // The map's references (the default bucket's is the registry's own, kept with it).
         left.iter().for_each(|h| h.release());
-        drop(left);
-        inner.domain.flush();
     }
 }
 
 impl<V: Env> Inner<V> {
-    /// Runs `f` on the current snapshot of the name map, pinned so that it stays valid.
+    /// Runs `f` on the current name map.
     fn read<R>(&self, f: impl FnOnce(&Map<V::Engine>) -> R) -> R {
-        let guard = self.domain.pin();
-        // Acquire: pairs with the AcqRel swap in `write`; publishes the snapshot's contents.
-        let snapshot = self.buckets.load(Ordering::Acquire, &guard);
-        // SAFETY: `buckets` always holds a map (created non-null, swapped only for non-null
-        // maps), and a swapped-out map is retired with `defer_destroy`, so it lives at least
-        // as long as `guard`, which outlives this borrow.
-        f(unsafe { snapshot.deref() })
+        self.buckets.read(f)
     }
 
     /// Replaces the map with a changed copy; the caller holds the writer lock.
     fn write<R>(&self, f: impl FnOnce(&mut Map<V::Engine>) -> R) -> R {
-        let guard = self.domain.pin();
-        // Acquire: pairs with the previous writer's swap (the writer lock orders them too).
-        let current = self.buckets.load(Ordering::Acquire, &guard);
-        // SAFETY: as in `read`: non-null and kept alive by `guard`.
-        let mut next = unsafe { current.deref() }.clone();
+        let mut next = Map::clone(&self.buckets.current());
         let result = f(&mut next);
-        // AcqRel: Release publishes the new map to readers' Acquire loads.
-        let old = self
-            .buckets
-            .swap(Owned::new(next), Ordering::AcqRel, &guard);
-        retire(old, &guard);
+        self.buckets.replace(next);
         result
     }
 
@@ -367,21 +384,5 @@ impl<V: Env> Inner<V> {
         handle.mark_freed();
         drop(handle);
         self.shutdown.worker_end();
-    }
-}
-
-/// Hands a swapped-out map to the collector.
-fn retire<E: Engine>(old: Shared<'_, Map<E>>, guard: &Guard) {
-    // SAFETY: `old` was just swapped out of `buckets`, so no new reader can reach it; readers
-    // that loaded it before are pinned, and the collector runs the destructor only after they
-    // unpin.
-    unsafe { guard.defer_destroy(old) };
-}
-
-impl<V: Env> Drop for Inner<V> {
-    fn drop(&mut self) {
-        // SAFETY: `&mut self`: nobody else can reach `buckets` any more.
-        let map = unsafe { std::mem::replace(&mut self.buckets, Atomic::null()).into_owned() };
-        drop(map);
     }
 }

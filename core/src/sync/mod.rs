@@ -9,6 +9,9 @@
 #![allow(missing_docs)]
 
 pub mod mutant;
+mod read_mostly;
+
+pub use read_mostly::ReadMostly;
 
 #[cfg(not(mcb_loom))]
 use std::sync as imp;
@@ -59,6 +62,20 @@ pub mod thread {
     pub use loom::thread::{spawn, yield_now, JoinHandle};
     #[cfg(not(mcb_loom))]
     pub use std::thread::{spawn, yield_now, JoinHandle};
+
+    /// Whether the thread has ended (so its handle can be dropped without joining). loom's
+    /// handles cannot tell: there it says no, and the handle waits for its join.
+    pub fn has_ended<T>(handle: &JoinHandle<T>) -> bool {
+        #[cfg(mcb_loom)]
+        {
+            let _ = handle;
+            false
+        }
+        #[cfg(not(mcb_loom))]
+        {
+            handle.is_finished()
+        }
+    }
 }
 
 /// A mutex that ignores poisoning (the data it guards is kept consistent by its users).
@@ -152,6 +169,12 @@ pub fn cpu_count() -> usize {
     }
 }
 
+/// How many stripes a striped structure gets: two per CPU (threads usually outnumber CPUs),
+/// a power of two (so a thread index is reduced with a mask), at most 256.
+pub fn stripe_count() -> usize {
+    (cpu_count() * 2).next_power_of_two().min(256)
+}
+
 /// A small number that is stable for the calling thread and differs between the first threads
 /// that ask: threads use it to pick a stripe of a striped structure.
 #[inline]
@@ -218,20 +241,6 @@ pub mod epoch {
     impl Domain {
         pub fn new() -> Self {
             Self::default()
-        }
-
-        /// Frees what this domain retired as far as the collector can now (used at global
-        /// shutdown, when no other thread is pinned, so a leak checker sees nothing left).
-        /// Under loom it does nothing: the domain's own collector frees everything when the
-        /// domain drops, and forcing collections inside a model made loom's replay of it
-        /// diverge.
-        pub fn flush(&self) {
-            // Each flush moves this thread's garbage to the global queue and advances the
-            // epoch at most once; garbage is freed two epochs after it was retired.
-            #[cfg(not(mcb_loom))]
-            for _ in 0..4 {
-                self.pin().flush();
-            }
         }
 
         /// A domain for structures pinned several times per operation. Under loom it keeps one

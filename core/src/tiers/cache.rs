@@ -202,7 +202,9 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// Answers `ops` in order: L1 and L2 hits at once, misses by their loaders, up to
-    /// `concurrency` at a time (this thread included). Every miss's loader runs.
+    /// `concurrency` at a time (this thread included). Every miss's loader runs. A value loaded
+    /// on one of the call's helper threads lands in L2 and that thread's L1, so this thread's
+    /// next get of it is an L2 hit.
     pub fn get_bulk(
         &self,
         ops: Vec<BulkOp<'_, T>>,
@@ -342,7 +344,6 @@ impl<T: Send + Sync + 'static> Cache<T> {
 
     /// L1 then L2: a hit, or what the loader needs to know.
     fn lookup(&self, key: &[u8], opts: &CallOptions) -> Result<Result<Hit<T>, Pending<T>>, Error> {
-        let opts = self.opts.resolve(opts)?;
         let now = self.now();
         let generation = |stripe| self.ns.generation(stripe);
         if let Some(value) = self.with_l1(|l1| l1.get(key, now, generation)) {
@@ -351,9 +352,11 @@ impl<T: Send + Sync + 'static> Cache<T> {
                 level: Level::L1,
             }));
         }
+        // Checked past L1, as the seed does: an L1 hit needs none of them.
+        let opts = self.opts.resolve(opts)?;
         let hash = self.l2.hash(self.ns.id, key);
         let stripe = Namespace::stripe(hash);
-        let stale = match self.read_and_promote(key, stripe)? {
+        let stale = match self.read_and_promote(key, stripe, now)? {
             Read::Fresh(hit) => return Ok(Ok(hit)),
             Read::Stale(value) => Some(value),
             Read::Absent => None,
@@ -366,7 +369,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// Reads L2 and promotes a fresh value into L1, tagged with the generation read before.
-    fn read_and_promote(&self, key: &[u8], stripe: usize) -> Result<Read<T>, Error> {
+    fn read_and_promote(&self, key: &[u8], stripe: usize, now: u64) -> Result<Read<T>, Error> {
         // Read before L2: a write that lands after it bumps past this tag, so the copy we are
         // about to keep can only be invalidated, never wrongly kept.
         let mut generation = self.ns.generation(stripe);
@@ -377,7 +380,6 @@ impl<T: Send + Sync + 'static> Cache<T> {
         let Some(Found { key, entry }) = found else {
             return Ok(Read::Absent);
         };
-        let now = self.now();
         if entry.is_stale(now) {
             return Ok(Read::Stale(entry.value));
         }
@@ -474,7 +476,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         let held = self.ns.flights.acquire(key, self.now(), pending.opts.lock);
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
-            if let Read::Fresh(hit) = self.read_and_promote(key, pending.stripe)? {
+            if let Read::Fresh(hit) = self.read_and_promote(key, pending.stripe, self.now())? {
                 return Ok(hit);
             }
         }

@@ -300,6 +300,7 @@ impl<T: Send + Sync> L2<T> {
             link.load(Ordering::Relaxed, &guard)
         } else {
             // SAFETY: `old` is still linked (out of the policy, so no eviction touched it).
+            // Relaxed: links change only under the shard lock, which we hold.
             unsafe { old.deref() }.next.load(Ordering::Relaxed, &guard)
         };
         // Relaxed: the node is still private; the Release below publishes this store.
@@ -338,6 +339,7 @@ impl<T: Send + Sync> L2<T> {
             for bucket in shard.buckets.iter() {
                 let mut link = bucket;
                 loop {
+                    // Acquire: pairs with the Release stores in `insert` and `unlink`, as in `find`.
                     let cur = link.load(Ordering::Acquire, &guard);
                     // SAFETY: as in `insert`.
                     let Some(node) = (unsafe { cur.as_ref() }) else {
@@ -400,6 +402,7 @@ fn link_to<'g, T>(
 /// Unlinks `node` (pointed to by `link`, lock held) and retires it.
 fn unlink<T>(link: &Atomic<Node<T>>, node: Shared<'_, Node<T>>, guard: &Guard) {
     // SAFETY: `node` is linked and the shard lock is held, so it is live.
+    // Relaxed: links change only under the shard lock, which the caller holds.
     let next = unsafe { node.deref() }.next.load(Ordering::Relaxed, guard);
     // Release: pairs with the Acquire in `find`; a reader that skips the node through this
     // link still sees the (older, already published) successor fully.

@@ -261,12 +261,12 @@ fn options(c: &mcb_cache_options, misses: Option<&mcb_l2>) -> Option<Options<Vec
     })
 }
 
-/// Creates the cache `name` (NUL-terminated) on `l2`; caches with one name on one store share
+/// Creates the cache `name` (NUL-terminated UTF-8) on `l2`; caches with one name on one store share
 /// entries, caches with different names never see each other's. `opts` NULL means defaults;
 /// `miss_store` (may be NULL) keeps cached misses apart. Free it with [`mcb_cache_free`].
 ///
 /// # Safety
-/// `l2` from `mcb_l2_new`; `name` a NUL-terminated string; `opts` NULL or valid;
+/// `l2` from `mcb_l2_new`; `name` a NUL-terminated string (not UTF-8: rejected); `opts` NULL or valid;
 /// `miss_store` NULL or from `mcb_l2_new`; `out` valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn mcb_cache_new(

@@ -127,6 +127,16 @@ impl Host {
         Ok(host)
     }
 
+    /// Frees a `Host` made by [`Host::adopt`].
+    ///
+    /// # Safety
+    /// `host` came from `adopt`, is freed once, and nothing uses it afterwards (no engine we
+    /// loaded runs any more).
+    pub(crate) unsafe fn free(host: &'static Host) {
+        // SAFETY: the caller's contract; `adopt` leaked a Box.
+        drop(unsafe { Box::from_raw(ptr::from_ref(host).cast_mut()) });
+    }
+
     /// The server API our engines see.
     pub(crate) fn inner_server(&'static self) -> *mut SERVER_HANDLE_V1 {
         ptr::from_ref(&self.inner).cast_mut()

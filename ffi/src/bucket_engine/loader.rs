@@ -13,7 +13,7 @@ use mcb_core::bucket::topkeys::TopKeys;
 use mcb_core::bucket::{Engine, Env};
 use std::ffi::{c_void, CString};
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// A host cookie, as the core's connection identity.
@@ -79,8 +79,9 @@ pub(crate) struct DlEngine {
     /// The TAP iterator the engine last handed out (the seed keeps one per bucket).
     pub(crate) tap_iterator: AtomicUsize,
     disconnect: Arc<DisconnectSlot>,
-    /// The host's per-bucket stats object (`new_stats`), for `aggregate_stats`.
-    pub(crate) stats: *mut c_void,
+    /// The host's per-bucket stats object (`new_stats`), for `aggregate_stats`; given back when
+    /// the engine is destroyed (nothing reads it after that: no call can enter any more).
+    stats: AtomicPtr<c_void>,
     pub(crate) topkeys: Option<TopKeys>,
     host: &'static Host,
 }
@@ -92,6 +93,12 @@ unsafe impl Send for DlEngine {}
 unsafe impl Sync for DlEngine {}
 
 impl DlEngine {
+    /// The host's per-bucket stats object, NULL once the engine is destroyed.
+    pub(crate) fn stats(&self) -> *mut c_void {
+        // Acquire: pairs with the store of the object at load (published with the handle).
+        self.stats.load(Ordering::Acquire)
+    }
+
     /// The engine's handle, for calls through `v1`.
     #[inline]
     pub(crate) fn raw_handle(&self) -> *mut ENGINE_HANDLE {
@@ -101,11 +108,12 @@ impl DlEngine {
 
 impl Drop for DlEngine {
     fn drop(&mut self) {
-        self.host.release_stats(self.stats);
-        slots()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|(e, _)| *e != self.handle as usize);
+        let mut slots = slots().lock().unwrap_or_else(PoisonError::into_inner);
+        slots.retain(|(e, _)| *e != self.handle as usize);
+        if slots.is_empty() {
+            // Give the buffer back: a host may unload this library, static and all.
+            *slots = Vec::new();
+        }
     }
 }
 
@@ -128,7 +136,10 @@ impl Engine for DlEngine {
     fn destroy(&self, force: bool) {
         let destroy = self.v1.destroy.expect("checked at load");
         // SAFETY: called once, when no call is inside (the core's lifecycle).
-        unsafe { destroy(self.handle, force) }
+        unsafe { destroy(self.handle, force) };
+        // AcqRel: takes the object exactly once (destroy runs once; this is belt and braces).
+        let stats = self.stats.swap(ptr::null_mut(), Ordering::AcqRel);
+        self.host.release_stats(stats);
     }
 
     fn disconnect(&self, cookie: Cookie) {
@@ -259,7 +270,7 @@ fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, Str
         tap_disabled: path.contains("default_engine"),
         tap_iterator: AtomicUsize::new(0),
         disconnect,
-        stats: host.new_stats(),
+        stats: AtomicPtr::new(host.new_stats()),
         topkeys: (topkeys > 0).then(|| TopKeys::new(topkeys)),
         host,
     })

@@ -3,7 +3,10 @@
 //!
 //! memcached loads it with `-E libbucket_engine.so -e "<config>"`, calls `create_instance`, then
 //! `initialize`. Like the seed there is one instance per process (the engines we load reach it
-//! through `get_server_api`, which takes no argument). Each module holds one part:
+//! through `get_server_api`, which takes no argument). Unlike the seed, `destroy` frees it all, so
+//! a host that unloads the library afterwards leaks nothing: memcached makes no call on an
+//! engine after its `destroy`, and a later `create_instance` starts afresh. Each module holds one
+//! part:
 //! [`host`] (the host's API tables and the ones our engines get), [`loader`] (engines from
 //! shared libraries), [`config`], [`conn`] (per-connection state and events), [`calls`] (the
 //! proxied engine calls), [`admin`] (CREATE, DELETE, LIST, SELECT), [`stats`], [`tap`].
@@ -24,7 +27,7 @@ use loader::DlEnv;
 use mcb_core::bucket::Registry;
 use std::ffi::{c_char, c_void};
 use std::ptr;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// The bucket engine: the handle memcached holds (its first field) and our state.
 #[repr(C)]
@@ -32,7 +35,8 @@ pub(crate) struct BucketEngine {
     v1: ENGINE_HANDLE_V1,
     info: engine_info,
     host: &'static Host,
-    running: OnceLock<Running>,
+    /// Set by `initialize`, freed by `destroy`.
+    running: AtomicPtr<Running>,
 }
 
 /// What `initialize` sets up.
@@ -42,22 +46,36 @@ pub(crate) struct Running {
 }
 
 // SAFETY: `v1` and `info` are immutable tables of function pointers and static strings; `host`
-// is Sync; `running` is a OnceLock of Sync data.
+// is Sync; `running` is an atomic pointer to Sync data.
 unsafe impl Sync for BucketEngine {}
 // SAFETY: as for `Sync`.
 unsafe impl Send for BucketEngine {}
 
-static INSTANCE: OnceLock<&'static BucketEngine> = OnceLock::new();
+/// The one instance: a leaked box from `create_instance` until `destroy` frees it.
+static INSTANCE: AtomicPtr<BucketEngine> = AtomicPtr::new(ptr::null_mut());
+
+/// The instance, if created and not destroyed.
+#[inline]
+fn engine() -> Option<&'static BucketEngine> {
+    // Acquire: pairs with the Release in `create_instance`; publishes the built instance.
+    let engine = INSTANCE.load(Ordering::Acquire);
+    // SAFETY: NULL or a live instance: `destroy` frees it only after taking it out of INSTANCE,
+    // and the host makes no call on an engine after its `destroy` (memcached's contract).
+    unsafe { engine.as_ref() }
+}
 
 /// The initialised instance, if any.
 #[inline]
 pub(crate) fn instance() -> Option<&'static Running> {
-    INSTANCE.get()?.running.get()
+    // Acquire: pairs with the Release in `initialize`; publishes the registry.
+    let running = engine()?.running.load(Ordering::Acquire);
+    // SAFETY: NULL or live; freed only by `destroy` (see `engine`).
+    unsafe { running.as_ref() }
 }
 
 /// Logs a warning through the host's logger (when there is an instance).
 pub(crate) fn log_warning(message: &str) {
-    match INSTANCE.get() {
+    match engine() {
         Some(engine) => engine.host.log(EXTENSION_LOG_WARNING, message),
         None => eprintln!("bucket_engine: {message}"),
     }
@@ -66,9 +84,7 @@ pub(crate) fn log_warning(message: &str) {
 /// The server API the engines we load get (`GET_SERVER_API` for them).
 unsafe extern "C" fn engine_get_server_api() -> *mut SERVER_HANDLE_V1 {
     guard(ptr::null_mut(), || {
-        INSTANCE
-            .get()
-            .map_or(ptr::null_mut(), |e| e.host.inner_server())
+        engine().map_or(ptr::null_mut(), |e| e.host.inner_server())
     })
 }
 
@@ -89,8 +105,8 @@ pub unsafe extern "C" fn create_instance(
         let (Some(get_server_api), false) = (get_server_api, handle.is_null()) else {
             return ENGINE_EINVAL;
         };
-        let engine = match INSTANCE.get() {
-            Some(engine) => *engine,
+        let engine = match engine() {
+            Some(engine) => engine,
             None => {
                 // SAFETY: the host's own get_server_api, and what it returns, per memcached.
                 let host = match unsafe { Host::adopt(get_server_api()) } {
@@ -100,7 +116,23 @@ pub unsafe extern "C" fn create_instance(
                         return ENGINE_FAILED;
                     }
                 };
-                *INSTANCE.get_or_init(|| Box::leak(Box::new(new_engine(host))))
+                let fresh = Box::into_raw(Box::new(new_engine(host)));
+                // Release: publishes the built instance to `engine()`'s Acquire loads.
+                let installed = INSTANCE.compare_exchange(
+                    ptr::null_mut(),
+                    fresh,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                );
+                if installed.is_err() {
+                    // SAFETY: ours and never published (the host calls this once, anyway).
+                    drop(unsafe { Box::from_raw(fresh) });
+                    // SAFETY: the Host just adopted for it; nothing else has seen it.
+                    unsafe { Host::free(host) };
+                    return ENGINE_FAILED;
+                }
+                // SAFETY: just published; lives until `destroy`.
+                unsafe { &*fresh }
             }
         };
         // SAFETY: checked non-NULL; the host gave us somewhere to write the handle.
@@ -145,15 +177,13 @@ fn new_engine(host: &'static Host) -> BucketEngine {
             }],
         },
         host,
-        running: OnceLock::new(),
+        running: AtomicPtr::new(ptr::null_mut()),
     }
 }
 
 unsafe extern "C" fn get_info(_handle: *mut ENGINE_HANDLE) -> *const engine_info {
     guard(ptr::null(), || {
-        INSTANCE
-            .get()
-            .map_or(ptr::null(), |e| ptr::from_ref(&e.info))
+        engine().map_or(ptr::null(), |e| ptr::from_ref(&e.info))
     })
 }
 
@@ -162,11 +192,11 @@ unsafe extern "C" fn initialize(
     config: *const c_char,
 ) -> ENGINE_ERROR_CODE {
     guard(ENGINE_FAILED, || {
-        let Some(engine) = INSTANCE.get() else {
+        let Some(engine) = engine() else {
             return ENGINE_FAILED;
         };
         let host = engine.host;
-        if engine.running.get().is_some() {
+        if instance().is_some() {
             host.log(
                 EXTENSION_LOG_WARNING,
                 "bucket_engine is already initialized",
@@ -189,17 +219,26 @@ unsafe extern "C" fn initialize(
         let registry = match Registry::new(env, settings) {
             Ok(registry) => registry,
             Err(why) => {
-                host.log(
-                    EXTENSION_LOG_WARNING,
-                    &format!("bucket_engine: default bucket: {why}"),
-                );
+                let message = format!("bucket_engine: default bucket: {why}");
+                host.log(EXTENSION_LOG_WARNING, &message);
                 return ENGINE_FAILED;
             }
         };
-        if engine.running.set(Running { host, registry }).is_err() {
+        let running = Box::into_raw(Box::new(Running { host, registry }));
+        // Release: publishes the registry to `instance()`'s Acquire loads.
+        let installed = engine.running.compare_exchange(
+            ptr::null_mut(),
+            running,
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
+        if installed.is_err() {
+            // SAFETY: ours and never published.
+            let running = unsafe { Box::from_raw(running) };
+            running.registry.destroy();
             return ENGINE_FAILED;
         }
-        let me = ptr::from_ref(*engine).cast::<c_void>();
+        let me = ptr::from_ref(engine).cast::<c_void>();
         host.register_callback(handle, ON_CONNECT, Some(conn::on_connect), me);
         host.register_callback(handle, ON_AUTH, Some(conn::on_auth), me);
         host.register_callback(handle, ON_DISCONNECT, Some(conn::on_disconnect), me);
@@ -207,10 +246,28 @@ unsafe extern "C" fn initialize(
     })
 }
 
+/// Global shutdown: destroys every bucket (waiting for the shutdowns in flight), then frees the
+/// instance and our copy of the host's API.
 unsafe extern "C" fn destroy(_handle: *mut ENGINE_HANDLE, _force: bool) {
     guard((), || {
-        if let Some(running) = instance() {
+        // AcqRel: takes the instance exactly once and sees everything `create_instance` built.
+        let engine = INSTANCE.swap(ptr::null_mut(), Ordering::AcqRel);
+        if engine.is_null() {
+            return;
+        }
+        // SAFETY: made by Box::into_raw in `create_instance`; now out of reach of new callers.
+        let engine = unsafe { Box::from_raw(engine) };
+        // AcqRel: as above, for the registry.
+        let running = engine.running.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !running.is_null() {
+            // SAFETY: made by Box::into_raw in `initialize`.
+            let running = unsafe { Box::from_raw(running) };
             running.registry.destroy();
         }
+        let host = engine.host;
+        drop(engine);
+        // SAFETY: the Host `Host::adopt` leaked for this instance; the engines handed its
+        // tables are destroyed.
+        unsafe { Host::free(host) };
     })
 }

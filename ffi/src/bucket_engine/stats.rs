@@ -93,7 +93,7 @@ pub(crate) unsafe extern "C" fn get_stats_struct(
     cookie: *const c_void,
 ) -> *mut c_void {
     guard(std::ptr::null_mut(), || {
-        proxied(cookie, true, std::ptr::null_mut(), |e| e.stats)
+        proxied(cookie, true, std::ptr::null_mut(), |e| e.stats())
     })
 }
 
@@ -111,7 +111,7 @@ pub(crate) unsafe extern "C" fn aggregate_stats(
             if let Some(engine) = running.registry.enter(bucket.arc()) {
                 // SAFETY: the host's callback, its destination, and the host's own stats
                 // object of a RUNNING bucket.
-                unsafe { callback(engine.stats, dest) };
+                unsafe { callback(engine.stats(), dest) };
             }
         }
         ENGINE_SUCCESS

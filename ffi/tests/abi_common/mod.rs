@@ -1,4 +1,5 @@
-//! Shared by the `abi_*` tests: builds the C harness in `examples-c/engine` with make (once per
+//! Shared by the `abi_*` tests and the bucket engine's conformance runner
+//! (`ffi/bucket-engine/tests/bucket_engine_c.rs`, which includes it by path): builds the C harness in `examples-c/engine` with make (once per
 //! test binary) in the variant matching the crate's features, and reads typed constants as
 //! plain integers.
 
@@ -13,9 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The harness's sources.
+/// The harness's sources (found from whichever crate under ffi/ includes this module).
 pub fn harness_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples-c/engine")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|dir| dir.join("examples-c/engine"))
+        .find(|dir| dir.is_dir())
+        .expect("examples-c/engine in the workspace")
 }
 
 /// The variant's name and the make arguments that select it.
@@ -101,3 +106,20 @@ macro_rules! raw_int {
     )*};
 }
 raw_int!(u8, u16, u32, u64, usize);
+
+/// Whether valgrind is installed. Without it a local run skips (saying so, for `test`), and a CI
+/// run fails: .ci/run installs it.
+pub fn valgrind_available(test: &str) -> bool {
+    let found = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "valgrind is not on PATH but CI is set: .ci/run installs it"
+        );
+        eprintln!("SKIPPED {test}: valgrind not on PATH (CI runs it)");
+    }
+    found
+}
