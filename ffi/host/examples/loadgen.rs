@@ -1,0 +1,190 @@
+//! A small closed-loop load generator for memcached servers (binary protocol): N connections,
+//! each sending one request and waiting for its answer, a fixed get/set mix over a fixed key
+//! space (fixed RNG seeds), for a fixed time. Prints one line: operations per second and the
+//! p50/p99 latency in microseconds. `ffi/host/tests/bench.sh` runs it against Debian's memcached
+//! and mcb-memcached and prints the ratios.
+//!
+//!     cargo run --release -p mcb-host --example loadgen -- \
+//!         --port 11211 --conns 8 --secs 5 --get-ratio 0.9 --keys 10000 --value 100
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+struct Args {
+    port: u16,
+    conns: usize,
+    secs: u64,
+    get_ratio: f64,
+    keys: u64,
+    value: usize,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        port: 11211,
+        conns: 8,
+        secs: 5,
+        get_ratio: 0.9,
+        keys: 10_000,
+        value: 100,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for pair in args.chunks(2) {
+        let [flag, value] = pair else {
+            return Err(format!("{} needs a value", pair[0]));
+        };
+        let bad = || format!("bad value {value:?} for {flag}");
+        match flag.as_str() {
+            "--port" => a.port = value.parse().map_err(|_| bad())?,
+            "--conns" => a.conns = value.parse().map_err(|_| bad())?,
+            "--secs" => a.secs = value.parse().map_err(|_| bad())?,
+            "--get-ratio" => a.get_ratio = value.parse().map_err(|_| bad())?,
+            "--keys" => a.keys = value.parse().map_err(|_| bad())?,
+            "--value" => a.value = value.parse().map_err(|_| bad())?,
+            _ => return Err(format!("unknown option {flag}")),
+        }
+    }
+    Ok(a)
+}
+
+/// xorshift64*: fast, and the same sequence for the same seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Writes a GET (`value` empty) or SET request for `key` into `buf`.
+fn request(buf: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    let (opcode, extlen) = if value.is_some() {
+        (0x01u8, 8u8)
+    } else {
+        (0x00, 0)
+    };
+    let body = usize::from(extlen) + key.len() + value.map_or(0, <[u8]>::len);
+    buf.clear();
+    buf.extend_from_slice(&[0x80, opcode]);
+    buf.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    buf.extend_from_slice(&[extlen, 0, 0, 0]);
+    buf.extend_from_slice(&(body as u32).to_be_bytes());
+    buf.extend_from_slice(&[0; 12]);
+    if let Some(v) = value {
+        buf.extend_from_slice(&[0; 8]); // flags, exptime
+        buf.extend_from_slice(key);
+        buf.extend_from_slice(v);
+    } else {
+        buf.extend_from_slice(key);
+    }
+}
+
+/// Reads one response (reusing `buf`); its status.
+fn response(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<u16> {
+    let mut h = [0u8; 24];
+    s.read_exact(&mut h)?;
+    let bodylen = u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
+    buf.resize(bodylen, 0);
+    s.read_exact(buf)?;
+    Ok(u16::from_be_bytes([h[6], h[7]]))
+}
+
+fn key(buf: &mut Vec<u8>, n: u64) {
+    buf.clear();
+    let _ = write!(buf, "loadgen:{n}");
+}
+
+fn connect(port: u16) -> std::io::Result<TcpStream> {
+    let s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    Ok(s)
+}
+
+/// One connection's run: its latencies in microseconds.
+fn run(a: &Args, seed: u64, deadline: Instant) -> std::io::Result<Vec<u32>> {
+    let mut s = connect(a.port)?;
+    let value = vec![b'v'; a.value];
+    let (mut out, mut inp, mut k) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rng = Rng(seed | 1);
+    let mut lat = Vec::with_capacity(1 << 20);
+    let threshold = (a.get_ratio * u64::MAX as f64) as u64;
+    while Instant::now() < deadline {
+        key(&mut k, rng.next() % a.keys);
+        let get = rng.next() < threshold;
+        request(&mut out, &k, (!get).then_some(&value[..]));
+        let start = Instant::now();
+        s.write_all(&out)?;
+        let status = response(&mut s, &mut inp)?;
+        lat.push(start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+        if status != 0 && !(get && status == 1) {
+            return Err(std::io::Error::other(format!("status {status:#x}")));
+        }
+    }
+    Ok(lat)
+}
+
+fn main() {
+    let a = match parse() {
+        Ok(a) => a,
+        Err(why) => {
+            eprintln!("loadgen: {why}");
+            std::process::exit(2);
+        }
+    };
+    // Every key exists before the run, so gets measure hits.
+    let preload = || -> std::io::Result<()> {
+        let mut s = connect(a.port)?;
+        let value = vec![b'v'; a.value];
+        let (mut out, mut inp, mut k) = (Vec::new(), Vec::new(), Vec::new());
+        for n in 0..a.keys {
+            key(&mut k, n);
+            request(&mut out, &k, Some(&value));
+            s.write_all(&out)?;
+            response(&mut s, &mut inp)?;
+        }
+        Ok(())
+    };
+    if let Err(e) = preload() {
+        eprintln!("loadgen: preload failed: {e}");
+        std::process::exit(1);
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(a.secs);
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..a.conns)
+            .map(|i| {
+                let a = &a;
+                scope.spawn(move || run(a, 0x9e37_79b9_7f4a_7c15 ^ i as u64, deadline))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a load thread"))
+            .collect()
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut all = Vec::new();
+    for r in results {
+        match r {
+            Ok(lat) => all.extend(lat),
+            Err(e) => {
+                eprintln!("loadgen: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    all.sort_unstable();
+    let pct = |p: f64| all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)));
+    println!(
+        "ops_per_sec={:.0} p50_us={} p99_us={} ops={}",
+        all.len() as f64 / elapsed,
+        pct(0.50).copied().unwrap_or(0),
+        pct(0.99).copied().unwrap_or(0),
+        all.len()
+    );
+}

@@ -1,0 +1,341 @@
+//! Connections as engines see them: a cookie is a pointer to a [`Conn`] inside an `Arc`. The
+//! connection's thread holds one reference; each `reserve` takes another, so a closed
+//! connection's cookie stays valid until the engine releases it. Here too: the cookie API
+//! (socket fd, auth data, the engine-specific slot, `notify_io_complete`, reserve/release) and
+//! the two callbacks through which engines answer (`ADD_RESPONSE`, `ADD_STAT`).
+
+use crate::api;
+use mcb_ffi::abi::*;
+use mcb_ffi::boundary::guard;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+/// The SASL identity of a connection; the pointers `get_auth_data` hands out point into it.
+#[derive(Debug, Default)]
+struct Auth {
+    user: Option<CString>,
+    config: Option<CString>,
+}
+
+/// Where an engine's answers for the current command go.
+#[derive(Debug, Default)]
+pub struct Sink {
+    /// Encoded output, moved to the connection's write buffer after the call.
+    pub buf: Vec<u8>,
+    /// The current binary request's opcode and opaque (a response echoes them).
+    pub opcode: u8,
+    pub opaque: u32,
+    /// ASCII: stats become `STAT key value` lines and a response only records its status.
+    pub ascii: bool,
+    /// The status of the last `ADD_RESPONSE` (what ASCII `touch` reports).
+    pub status: Option<u16>,
+}
+
+/// One client connection.
+#[derive(Debug)]
+pub struct Conn {
+    fd: c_int,
+    engine_specific: AtomicPtr<c_void>,
+    auth: Mutex<Auth>,
+    /// The status of a `notify_io_complete` not yet consumed by [`Conn::wait_io`].
+    io: Mutex<Option<ENGINE_ERROR_CODE>>,
+    io_cond: Condvar,
+    /// Reservations the engine holds (each also holds a strong count of the `Arc`).
+    reserved: AtomicUsize,
+    sink: Mutex<Sink>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Conn {
+    pub fn new(fd: c_int) -> Arc<Conn> {
+        Arc::new(Conn {
+            fd,
+            engine_specific: AtomicPtr::new(std::ptr::null_mut()),
+            auth: Mutex::default(),
+            io: Mutex::new(None),
+            io_cond: Condvar::new(),
+            reserved: AtomicUsize::new(0),
+            sink: Mutex::default(),
+        })
+    }
+
+    /// The cookie engines get for this connection.
+    pub fn cookie(self: &Arc<Self>) -> *const c_void {
+        Arc::as_ptr(self).cast()
+    }
+
+    /// The answer sink; never held across an engine call (the engine's callbacks lock it).
+    pub fn sink(&self) -> MutexGuard<'_, Sink> {
+        lock(&self.sink)
+    }
+
+    /// Records a successful SASL authentication and fires ON_AUTH with its `auth_data_t`.
+    pub fn authenticate(self: &Arc<Self>, user: &str, config: Option<&str>) {
+        let data = {
+            let mut auth = lock(&self.auth);
+            auth.user = CString::new(user).ok();
+            auth.config = config.and_then(|c| CString::new(c).ok());
+            auth_data(&auth)
+        };
+        api::fire(ON_AUTH, std::ptr::from_ref(&data).cast(), self.cookie());
+    }
+
+    pub fn is_authenticated(&self) -> bool {
+        lock(&self.auth).user.is_some()
+    }
+
+    /// Parks the connection until the engine calls `notify_io_complete`; returns its status.
+    pub fn wait_io(&self) -> ENGINE_ERROR_CODE {
+        let mut io = lock(&self.io);
+        loop {
+            if let Some(status) = io.take() {
+                return status;
+            }
+            io = self
+                .io_cond
+                .wait(io)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+fn auth_data(auth: &Auth) -> auth_data_t {
+    auth_data_t {
+        username: auth.user.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+        config: auth
+            .config
+            .as_ref()
+            .map_or(std::ptr::null(), |s| s.as_ptr()),
+    }
+}
+
+/// The connection behind a cookie.
+///
+/// # Safety
+/// `cookie` is NULL or a cookie this host handed out whose connection is still referenced (by
+/// its thread or a reservation): the engine's contract.
+unsafe fn conn<'a>(cookie: *const c_void) -> Option<&'a Conn> {
+    // SAFETY: the caller's contract.
+    unsafe { cookie.cast::<Conn>().as_ref() }
+}
+
+unsafe extern "C" fn get_socket_fd(cookie: *const c_void) -> c_int {
+    // SAFETY: an engine's cookie (see `conn`).
+    guard(-1, || unsafe { conn(cookie) }.map_or(-1, |c| c.fd))
+}
+
+unsafe extern "C" fn get_auth_data(cookie: *const c_void, data: *mut auth_data_t) {
+    guard((), || {
+        // SAFETY: NULL or the engine's live out-parameter.
+        let Some(out) = (unsafe { data.as_mut() }) else {
+            return;
+        };
+        // SAFETY: an engine's cookie. The strings stay valid until the connection
+        // authenticates again or goes away.
+        *out = match unsafe { conn(cookie) } {
+            Some(c) => auth_data(&lock(&c.auth)),
+            None => auth_data(&Auth::default()),
+        };
+    })
+}
+
+unsafe extern "C" fn store_engine_specific(cookie: *const c_void, engine_data: *mut c_void) {
+    guard((), || {
+        // SAFETY: an engine's cookie.
+        if let Some(c) = unsafe { conn(cookie) } {
+            // Release: pairs with the Acquire in `get_engine_specific`, which may run on
+            // another thread (an engine's worker); publishes what the pointer points at.
+            c.engine_specific.store(engine_data, Ordering::Release);
+        }
+    })
+}
+
+unsafe extern "C" fn get_engine_specific(cookie: *const c_void) -> *mut c_void {
+    guard(std::ptr::null_mut(), || {
+        // SAFETY: an engine's cookie.
+        unsafe { conn(cookie) }.map_or(std::ptr::null_mut(), |c| {
+            // Acquire: pairs with the Release in `store_engine_specific`.
+            c.engine_specific.load(Ordering::Acquire)
+        })
+    })
+}
+
+unsafe extern "C" fn notify_io_complete(cookie: *const c_void, status: ENGINE_ERROR_CODE) {
+    guard((), || {
+        // SAFETY: an engine's cookie (a reserved one, when the connection may have closed).
+        let Some(c) = (unsafe { conn(cookie) }) else {
+            api::log(
+                EXTENSION_LOG_WARNING,
+                "notify_io_complete with a NULL cookie",
+            );
+            return;
+        };
+        *lock(&c.io) = Some(status);
+        c.io_cond.notify_all();
+    })
+}
+
+unsafe extern "C" fn reserve(cookie: *const c_void) -> ENGINE_ERROR_CODE {
+    guard(ENGINE_FAILED, || {
+        if cookie.is_null() {
+            return ENGINE_EINVAL;
+        }
+        // SAFETY: a live cookie is the pointer of an `Arc<Conn>` (`Conn::cookie`) with at
+        // least one strong reference, which the caller's contract guarantees.
+        unsafe { Arc::increment_strong_count(cookie.cast::<Conn>()) };
+        // SAFETY: as above.
+        let c = unsafe { &*cookie.cast::<Conn>() };
+        // Relaxed: a count of reservations only guards `release` against releasing more than
+        // was reserved; the Arc's own count orders the connection's lifetime.
+        c.reserved.fetch_add(1, Ordering::Relaxed);
+        ENGINE_SUCCESS
+    })
+}
+
+unsafe extern "C" fn release(cookie: *const c_void) -> ENGINE_ERROR_CODE {
+    guard(ENGINE_FAILED, || {
+        // SAFETY: an engine's cookie.
+        let Some(c) = (unsafe { conn(cookie) }) else {
+            return ENGINE_EINVAL;
+        };
+        // Relaxed: see `reserve`.
+        let took = c
+            .reserved
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok();
+        if !took {
+            api::log(
+                EXTENSION_LOG_WARNING,
+                "release of a cookie that is not reserved",
+            );
+            return ENGINE_EINVAL;
+        }
+        // SAFETY: drops the strong count `reserve` took; the pointer came from an Arc.
+        unsafe { Arc::decrement_strong_count(cookie.cast::<Conn>()) };
+        ENGINE_SUCCESS
+    })
+}
+
+/// The cookie table of the server handle.
+pub const COOKIE_API: SERVER_COOKIE_API = SERVER_COOKIE_API {
+    get_socket_fd: Some(get_socket_fd),
+    get_auth_data: Some(get_auth_data),
+    store_engine_specific: Some(store_engine_specific),
+    get_engine_specific: Some(get_engine_specific),
+    notify_io_complete: Some(notify_io_complete),
+    reserve: Some(reserve),
+    release: Some(release),
+};
+
+/// `len` bytes at `p` from an engine, checked: NULL is only allowed for zero bytes.
+///
+/// # Safety
+/// When not NULL, `p` points at `len` readable bytes that stay valid for `'a`.
+unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
+    match (p.is_null(), len) {
+        (_, 0) => Some(&[]),
+        (true, _) => None,
+        // SAFETY: the caller's contract.
+        (false, _) => Some(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }),
+    }
+}
+
+/// `ADD_RESPONSE`: a binary response to the current request (ASCII: its status only).
+pub unsafe extern "C" fn add_response(
+    key: *const c_void,
+    keylen: u16,
+    ext: *const c_void,
+    extlen: u8,
+    body: *const c_void,
+    bodylen: u32,
+    datatype: u8,
+    status: u16,
+    cas: u64,
+    cookie: *const c_void,
+) -> bool {
+    guard(false, || {
+        // SAFETY: the engine's buffers with their lengths, valid during the call.
+        let parts = unsafe {
+            (
+                bytes(key, usize::from(keylen)),
+                bytes(ext, usize::from(extlen)),
+                bytes(body, bodylen as usize),
+            )
+        };
+        // SAFETY: an engine's cookie.
+        let (Some(c), (Some(key), Some(ext), Some(body))) = (unsafe { conn(cookie) }, parts) else {
+            return false;
+        };
+        let mut sink = c.sink();
+        sink.status = Some(status);
+        if !sink.ascii {
+            let (opcode, opaque) = (sink.opcode, sink.opaque);
+            crate::binary::encode_response(
+                &mut sink.buf,
+                &crate::binary::Response {
+                    opcode,
+                    opaque,
+                    status,
+                    cas,
+                    datatype,
+                },
+                ext,
+                key,
+                std::iter::once(body),
+            );
+        }
+        true
+    })
+}
+
+/// `ADD_STAT`: one statistic (an empty key ends a binary stats stream).
+pub unsafe extern "C" fn add_stat(
+    key: *const c_char,
+    klen: u16,
+    val: *const c_char,
+    vlen: u32,
+    cookie: *const c_void,
+) {
+    guard((), || {
+        // SAFETY: the engine's buffers with their lengths, valid during the call.
+        let parts = unsafe {
+            (
+                bytes(key.cast(), usize::from(klen)),
+                bytes(val.cast(), vlen as usize),
+            )
+        };
+        // SAFETY: an engine's cookie.
+        let (Some(c), (Some(key), Some(val))) = (unsafe { conn(cookie) }, parts) else {
+            return;
+        };
+        let mut sink = c.sink();
+        push_stat(&mut sink, key, val);
+    })
+}
+
+/// Encodes one statistic for the sink's protocol.
+pub fn push_stat(sink: &mut Sink, key: &[u8], val: &[u8]) {
+    if sink.ascii {
+        if key.is_empty() {
+            return;
+        }
+        sink.buf.extend_from_slice(b"STAT ");
+        sink.buf.extend_from_slice(key);
+        sink.buf.push(b' ');
+        sink.buf.extend_from_slice(val);
+        sink.buf.extend_from_slice(b"\r\n");
+    } else {
+        let response = crate::binary::Response {
+            opcode: PROTOCOL_BINARY_CMD_STAT,
+            opaque: sink.opaque,
+            status: PROTOCOL_BINARY_RESPONSE_SUCCESS,
+            cas: 0,
+            datatype: PROTOCOL_BINARY_RAW_BYTES,
+        };
+        crate::binary::encode_response(&mut sink.buf, &response, &[], key, std::iter::once(val));
+    }
+}

@@ -1,0 +1,454 @@
+//! The engine, loaded as memcached loads it (`dlopen(RTLD_NOW | RTLD_LOCAL)`,
+//! `create_instance(1, get_server_api, &handle)`, `initialize(config)`), and checked wrappers
+//! for the calls the protocols make. The library is never unloaded: memcached does not unload
+//! its engine either, and an engine may have registered callbacks with us.
+//!
+//! Everything an engine hands back is checked before use: `get_item_info`'s counts and
+//! pointers against the array we passed and the item's size.
+
+use crate::api;
+use mcb_ffi::abi::*;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+/// The loaded engine: its handle and a copy of its function table (required slots checked).
+#[derive(Debug)]
+pub struct Engine {
+    handle: *mut ENGINE_HANDLE,
+    v1: ENGINE_HANDLE_V1,
+}
+
+// SAFETY: engines are called from every worker thread at once; that is the engine interface's
+// contract (memcached does the same). The handle is only passed back to the engine.
+unsafe impl Send for Engine {}
+// SAFETY: as for `Send`; the copied table is immutable.
+unsafe impl Sync for Engine {}
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl call on
+    // this thread.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        return "unknown error".into();
+    }
+    // SAFETY: non-NULL and NUL-terminated (above).
+    unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+}
+
+/// Loads and initializes the engine at `path`; the error says what failed and why.
+pub fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String> {
+    let cpath = CString::new(path).map_err(|_| format!("engine path {path:?} holds a NUL"))?;
+    let config = config
+        .map(CString::new)
+        .transpose()
+        .map_err(|_| "the engine configuration holds a NUL".to_owned())?;
+    // SAFETY: a NUL-terminated path; valid flags.
+    let dl = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if dl.is_null() {
+        return Err(format!(
+            "failed to open engine library \"{path}\": {}",
+            dlerror()
+        ));
+    }
+    // SAFETY: a live handle and a NUL-terminated symbol name.
+    let symbol = unsafe { libc::dlsym(dl, c"create_instance".as_ptr()) };
+    if symbol.is_null() {
+        let why = dlerror();
+        // SAFETY: our handle; no engine of it exists.
+        unsafe { libc::dlclose(dl) };
+        return Err(format!("\"{path}\" has no symbol create_instance: {why}"));
+    }
+    // SAFETY: an engine library's `create_instance` has this signature (the interface's
+    // contract); POSIX lets a function pointer round-trip through `void *`.
+    let create = unsafe {
+        std::mem::transmute::<
+            *mut c_void,
+            unsafe extern "C" fn(u64, GET_SERVER_API, *mut *mut ENGINE_HANDLE) -> ENGINE_ERROR_CODE,
+        >(symbol)
+    };
+    let mut handle: *mut ENGINE_HANDLE = std::ptr::null_mut();
+    // SAFETY: interface 1, our get_server_api, a live out-parameter.
+    let rc = unsafe {
+        create(
+            ENGINE_INTERFACE_VERSION,
+            Some(api::get_server_api),
+            &mut handle,
+        )
+    };
+    if rc != ENGINE_SUCCESS || handle.is_null() {
+        // The library stays loaded: a failed create may still have registered callbacks.
+        return Err(format!(
+            "create_instance of \"{path}\" failed with error code {}",
+            rc.0
+        ));
+    }
+    // SAFETY: a non-NULL handle from create_instance points at the engine's handle.
+    let interface = unsafe { (*handle).interface };
+    if interface != ENGINE_INTERFACE_VERSION {
+        return Err(format!(
+            "\"{path}\" created an engine of interface {interface}, not 1"
+        ));
+    }
+    // SAFETY: an interface-1 handle is an ENGINE_HANDLE_V1.
+    let v1 = unsafe { *handle.cast::<ENGINE_HANDLE_V1>() };
+    let required = [
+        ("initialize", v1.initialize.is_some()),
+        ("allocate", v1.allocate.is_some()),
+        ("remove", v1.remove.is_some()),
+        ("release", v1.release.is_some()),
+        ("get", v1.get.is_some()),
+        ("store", v1.store.is_some()),
+        ("arithmetic", v1.arithmetic.is_some()),
+        ("flush", v1.flush.is_some()),
+        ("get_stats", v1.get_stats.is_some()),
+        ("reset_stats", v1.reset_stats.is_some()),
+        ("unknown_command", v1.unknown_command.is_some()),
+        ("item_set_cas", v1.item_set_cas.is_some()),
+        ("get_item_info", v1.get_item_info.is_some()),
+    ];
+    if let Some((slot, _)) = required.iter().find(|(_, set)| !set) {
+        return Err(format!("the engine of \"{path}\" has no {slot} function"));
+    }
+    api::set_engine(handle);
+    let engine = Box::leak(Box::new(Engine { handle, v1 }));
+    let init = v1.initialize.expect("checked above");
+    let config_ptr = config.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: the engine's own handle; NULL or a NUL-terminated config.
+    let rc = unsafe { init(handle, config_ptr) };
+    if rc != ENGINE_SUCCESS {
+        return Err(format!(
+            "failed to initialize the engine of \"{path}\": error code {}",
+            rc.0
+        ));
+    }
+    Ok(engine)
+}
+
+/// Bytes of a key, as the engine's `(pointer, length)`.
+fn key_args(key: &[u8]) -> (*const c_void, usize) {
+    (key.as_ptr().cast(), key.len())
+}
+
+/// How many `iovec`s we offer `get_item_info` (an item's value in up to this many pieces).
+const IOVS: usize = 8;
+
+/// An item reference from `allocate` or `get`, released on drop.
+#[derive(Debug)]
+pub struct Item<'e> {
+    engine: &'e Engine,
+    cookie: *const c_void,
+    item: *mut item,
+    /// From `allocate`: the host fills the value before `store`.
+    fresh: bool,
+}
+
+impl Drop for Item<'_> {
+    fn drop(&mut self) {
+        let release = self.engine.v1.release.expect("checked at load");
+        // SAFETY: an item reference we hold, released once.
+        unsafe { release(self.engine.handle, self.cookie, self.item) };
+    }
+}
+
+/// `get_item_info`'s answer, checked: the value's pieces cover exactly `nbytes`. It borrows
+/// the item, whose reference keeps the value's memory alive.
+#[derive(Debug)]
+pub struct Info<'i> {
+    raw: item_info_iov<{ IOVS - 1 }>,
+    fresh: bool,
+    _item: std::marker::PhantomData<&'i ()>,
+}
+
+impl Info<'_> {
+    pub fn cas(&self) -> u64 {
+        self.raw.info.cas
+    }
+    /// The flags as stored (in network byte order, as memcached stores them).
+    pub fn flags(&self) -> u32 {
+        self.raw.info.flags
+    }
+    pub fn nbytes(&self) -> usize {
+        self.raw.info.nbytes as usize
+    }
+    fn pieces(&self) -> impl Iterator<Item = &iovec> + Clone {
+        let n = usize::from(self.raw.info.nvalue);
+        std::iter::once(&self.raw.info.value[0])
+            .chain(self.raw.more.iter())
+            .take(n)
+    }
+
+    /// The value, in the engine's pieces.
+    pub fn value(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        self.pieces().map(|p| {
+            if p.iov_len == 0 {
+                return &[][..];
+            }
+            // SAFETY: `Item::info` checked that a non-empty piece has a base; the engine's item
+            // (borrowed by `self`) keeps it readable until it is released.
+            unsafe { std::slice::from_raw_parts(p.iov_base.cast::<u8>(), p.iov_len) }
+        })
+    }
+
+    /// The value's memory of a freshly allocated item, for the host to fill before `store`;
+    /// `None` for an item from `get` (stored items are the engine's, read-only).
+    pub fn value_mut(&mut self) -> Option<impl Iterator<Item = &mut [u8]> + '_> {
+        if !self.fresh {
+            return None;
+        }
+        let pieces = self.pieces().filter(|p| p.iov_len > 0);
+        // SAFETY: as in `value`; an allocated item's value is the host's to write until it is
+        // stored (the interface's contract), the pieces do not overlap, and `&mut self` keeps
+        // anyone else from reading them meanwhile.
+        Some(
+            pieces.map(|p| unsafe {
+                std::slice::from_raw_parts_mut(p.iov_base.cast::<u8>(), p.iov_len)
+            }),
+        )
+    }
+}
+
+impl Item<'_> {
+    /// The item's info; `None` when the engine failed or answered something inconsistent.
+    pub fn info(&self) -> Option<Info<'_>> {
+        let empty = iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut raw = item_info_iov::<{ IOVS - 1 }> {
+            info: item_info {
+                cas: 0,
+                exptime: 0,
+                nbytes: 0,
+                flags: 0,
+                clsid: 0,
+                nkey: 0,
+                nvalue: IOVS as u16,
+                key: std::ptr::null(),
+                value: [empty],
+            },
+            more: [empty; IOVS - 1],
+        };
+        let f = self.engine.v1.get_item_info.expect("checked at load");
+        // SAFETY: our item; an item_info followed by IOVS - 1 more iovecs, as nvalue says.
+        let ok = unsafe { f(self.engine.handle, self.cookie, self.item, &mut raw.info) };
+        let n = usize::from(raw.info.nvalue);
+        if !ok || n > IOVS {
+            return None;
+        }
+        let info = Info {
+            raw,
+            fresh: self.fresh,
+            _item: std::marker::PhantomData,
+        };
+        let mut total = 0usize;
+        for piece in info.pieces() {
+            if piece.iov_base.is_null() && piece.iov_len > 0 {
+                return None;
+            }
+            total = total.checked_add(piece.iov_len)?;
+        }
+        (total == info.nbytes()).then_some(info)
+    }
+}
+
+/// The store operations, as the protocols name them.
+pub type StoreOp = ENGINE_STORE_OPERATION;
+
+/// What `arithmetic` was asked.
+#[derive(Debug)]
+pub struct Arith {
+    pub incr: bool,
+    pub create: bool,
+    pub delta: u64,
+    pub initial: u64,
+    pub exptime: rel_time_t,
+}
+
+impl Engine {
+    pub fn allocate(
+        &self,
+        cookie: *const c_void,
+        key: &[u8],
+        nbytes: usize,
+        flags: u32,
+        exptime: rel_time_t,
+    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+        let f = self.v1.allocate.expect("checked at load");
+        let mut it: *mut item = std::ptr::null_mut();
+        let (k, nk) = key_args(key);
+        // SAFETY: live out-parameter and key; the flags' bits pass through as C's int.
+        let rc = unsafe {
+            f(
+                self.handle,
+                cookie,
+                &mut it,
+                k,
+                nk,
+                nbytes,
+                flags as c_int,
+                exptime,
+            )
+        };
+        self.item(rc, cookie, it, true)
+    }
+
+    pub fn get(
+        &self,
+        cookie: *const c_void,
+        key: &[u8],
+        vbucket: u16,
+    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+        let f = self.v1.get.expect("checked at load");
+        let mut it: *mut item = std::ptr::null_mut();
+        let Ok(nkey) = c_int::try_from(key.len()) else {
+            return Err(ENGINE_EINVAL);
+        };
+        // SAFETY: live out-parameter and key.
+        let rc = unsafe {
+            f(
+                self.handle,
+                cookie,
+                &mut it,
+                key.as_ptr().cast(),
+                nkey,
+                vbucket,
+            )
+        };
+        self.item(rc, cookie, it, false)
+    }
+
+    fn item(
+        &self,
+        rc: ENGINE_ERROR_CODE,
+        cookie: *const c_void,
+        it: *mut item,
+        fresh: bool,
+    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+        match (rc, it.is_null()) {
+            (ENGINE_SUCCESS, false) => Ok(Item {
+                engine: self,
+                cookie,
+                item: it,
+                fresh,
+            }),
+            (ENGINE_SUCCESS, true) => Err(ENGINE_FAILED),
+            (rc, _) => Err(rc),
+        }
+    }
+
+    pub fn item_set_cas(&self, item: &Item<'_>, cas: u64) {
+        let f = self.v1.item_set_cas.expect("checked at load");
+        // SAFETY: an item reference we hold.
+        unsafe { f(self.handle, item.cookie, item.item, cas) }
+    }
+
+    pub fn store(
+        &self,
+        item: &Item<'_>,
+        cas: &mut u64,
+        op: StoreOp,
+        vbucket: u16,
+    ) -> ENGINE_ERROR_CODE {
+        let f = self.v1.store.expect("checked at load");
+        // SAFETY: an item reference we hold; a live CAS in/out.
+        unsafe { f(self.handle, item.cookie, item.item, cas, op, vbucket) }
+    }
+
+    pub fn remove(
+        &self,
+        cookie: *const c_void,
+        key: &[u8],
+        cas: &mut u64,
+        vbucket: u16,
+    ) -> ENGINE_ERROR_CODE {
+        let f = self.v1.remove.expect("checked at load");
+        let (k, nk) = key_args(key);
+        // SAFETY: a live key and CAS in/out (v2.5.1: by pointer).
+        #[cfg(not(feature = "engine-pu"))]
+        let rc = unsafe { f(self.handle, cookie, k, nk, cas, vbucket) };
+        // SAFETY: a live key (engine-pu: the CAS by value).
+        #[cfg(feature = "engine-pu")]
+        let rc = unsafe { f(self.handle, cookie, k, nk, *cas, vbucket) };
+        rc
+    }
+
+    pub fn arithmetic(
+        &self,
+        cookie: *const c_void,
+        key: &[u8],
+        a: &Arith,
+        cas: &mut u64,
+        result: &mut u64,
+        vbucket: u16,
+    ) -> ENGINE_ERROR_CODE {
+        let f = self.v1.arithmetic.expect("checked at load");
+        let Ok(nkey) = c_int::try_from(key.len()) else {
+            return ENGINE_EINVAL;
+        };
+        // SAFETY: a live key and out-parameters.
+        unsafe {
+            f(
+                self.handle,
+                cookie,
+                key.as_ptr().cast(),
+                nkey,
+                a.incr,
+                a.create,
+                a.delta,
+                a.initial,
+                a.exptime,
+                cas,
+                result,
+                vbucket,
+            )
+        }
+    }
+
+    pub fn flush(&self, cookie: *const c_void, when: libc::time_t) -> ENGINE_ERROR_CODE {
+        let f = self.v1.flush.expect("checked at load");
+        // SAFETY: the engine's handle and our cookie.
+        unsafe { f(self.handle, cookie, when) }
+    }
+
+    /// Statistics of `group` (empty: the default group), through [`crate::conn::add_stat`].
+    pub fn get_stats(&self, cookie: *const c_void, group: &[u8]) -> ENGINE_ERROR_CODE {
+        let f = self.v1.get_stats.expect("checked at load");
+        let Ok(n) = c_int::try_from(group.len()) else {
+            return ENGINE_EINVAL;
+        };
+        let key = if group.is_empty() {
+            std::ptr::null()
+        } else {
+            group.as_ptr().cast::<c_char>()
+        };
+        // SAFETY: a live key (or NULL for the default group) and our callback.
+        unsafe { f(self.handle, cookie, key, n, Some(crate::conn::add_stat)) }
+    }
+
+    pub fn reset_stats(&self, cookie: *const c_void) {
+        let f = self.v1.reset_stats.expect("checked at load");
+        // SAFETY: the engine's handle and our cookie.
+        unsafe { f(self.handle, cookie) }
+    }
+
+    /// Any other binary command, answering through [`crate::conn::add_response`].
+    ///
+    /// # Safety
+    /// `packet` points at a whole request (header, then `bodylen` bytes), 8-byte aligned,
+    /// writable, and live during the call.
+    pub unsafe fn unknown_command(
+        &self,
+        cookie: *const c_void,
+        packet: *mut u64,
+    ) -> ENGINE_ERROR_CODE {
+        let f = self.v1.unknown_command.expect("checked at load");
+        // SAFETY: the caller's contract.
+        unsafe {
+            f(
+                self.handle,
+                cookie,
+                packet.cast::<protocol_binary_request_header>(),
+                Some(crate::conn::add_response),
+            )
+        }
+    }
+}

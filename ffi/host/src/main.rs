@@ -1,0 +1,98 @@
+//! mcb-memcached: a memcached server for engine interface v1 libraries.
+//!
+//! It loads an engine exactly as memcached's engine branch does (see [`engine`]), hands it the
+//! server API ([`api`], [`conn`], [`config`]), and serves the binary ([`binary`]) and ASCII
+//! ([`ascii`]) protocols over TCP ([`server`]), with SASL PLAIN ([`sasl`]). Without `-E` it
+//! runs our bucket engine, `libbucket_engine.so`, found next to this binary.
+//!
+//! Exit status: 0 after an engine-requested shutdown, 1 when the engine, the password file or
+//! the listening socket fails, 2 for a bad command line.
+
+mod api;
+mod ascii;
+mod binary;
+mod config;
+mod conn;
+mod engine;
+mod io;
+mod options;
+mod sasl;
+mod server;
+
+use options::{Options, Parsed};
+use std::ffi::CString;
+use std::net::TcpListener;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+        .unwrap_or_default();
+    let options = match options::parse(&args, &exe_dir) {
+        Ok(Parsed::Run(o)) => o,
+        Ok(Parsed::Help) => {
+            println!("{}", options::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(why) => {
+            eprintln!("mcb-memcached: {why}\n{}", options::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    match start(options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("mcb-memcached: {why}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The host's settings as `get_config` parses them: `key=value;...`, with `;`, `=` and `\\`
+/// in values escaped.
+fn settings(o: &Options) -> CString {
+    let mut text = String::new();
+    for (key, value) in o.settings() {
+        text.push_str(key);
+        text.push('=');
+        for c in value.chars() {
+            if matches!(c, ';' | '=' | '\\') {
+                text.push('\\');
+            }
+            text.push(c);
+        }
+        text.push(';');
+    }
+    CString::new(text).unwrap_or_default()
+}
+
+fn start(options: Options) -> Result<(), String> {
+    api::init(api::Settings {
+        verbosity: options.verbosity,
+        config: settings(&options),
+    });
+    let pwdb = options
+        .sasl_pwdb
+        .as_deref()
+        .map(sasl::Pwdb::load)
+        .transpose()?;
+    let engine = engine::load(&options.engine, options.engine_config.as_deref())?;
+    let listener = TcpListener::bind((options.listen.as_str(), options.port))
+        .map_err(|e| format!("cannot listen on {}:{}: {e}", options.listen, options.port))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    api::set_listener(&listener);
+    // Tests and scripts wait for this line to learn the port.
+    println!("mcb-memcached listening on {local}");
+    let ctx = Box::leak(Box::new(server::Ctx {
+        engine,
+        pwdb,
+        options,
+        counters: server::Counters::default(),
+        started: std::time::Instant::now(),
+    }));
+    server::run(listener, ctx).map_err(|e| format!("serving failed: {e}"))
+}

@@ -1,0 +1,150 @@
+//! The ASCII protocol end to end: mcb-memcached serving the C test engine, loaded directly.
+
+mod common;
+use common::*;
+
+fn server() -> Server {
+    Server::start(&["-E", test_engine().to_str().unwrap(), "-e", "cache_size=1m"])
+}
+
+#[test]
+fn storage_and_retrieval() {
+    let s = server();
+    let mut c = s.ascii();
+    assert_eq!(c.cmd("set k 42 0 5\r\nhello\r\n"), "STORED");
+    assert_eq!(c.cmd("get k\r\n"), "VALUE k 42 5");
+    assert_eq!((c.line(), c.line()), ("hello".into(), "END".into()));
+    let gets = c.cmd("gets k\r\n");
+    let cas: u64 = gets.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!((c.line(), c.line()), ("hello".into(), "END".into()));
+    assert_eq!(
+        c.cmd(&format!("cas k 1 0 2 {}\r\nhi\r\n", cas + 1)),
+        "EXISTS"
+    );
+    assert_eq!(c.cmd(&format!("cas k 1 0 2 {cas}\r\nhi\r\n")), "STORED");
+    assert_eq!(c.cmd("cas absent 1 0 2 1\r\nhi\r\n"), "NOT_FOUND");
+    assert_eq!(c.cmd("add k 0 0 1\r\nx\r\n"), "NOT_STORED");
+    assert_eq!(c.cmd("replace nope 0 0 1\r\nx\r\n"), "NOT_STORED");
+    assert_eq!(c.cmd("append k 0 0 1\r\n!\r\n"), "STORED");
+    assert_eq!(c.cmd("prepend k 0 0 1\r\n<\r\n"), "STORED");
+    // Both protocols agree on flags and value.
+    let mut b = s.binary();
+    let r = b.get(b"k");
+    assert_eq!(
+        (r.extras, r.value),
+        (1u32.to_be_bytes().to_vec(), b"<hi!".to_vec())
+    );
+    // A multi-get skips misses.
+    assert_eq!(c.cmd("set j 0 0 1\r\nj\r\n"), "STORED");
+    assert_eq!(c.cmd("get k missing j\r\n"), "VALUE k 1 4");
+    assert_eq!(c.line(), "<hi!");
+    assert_eq!(
+        (c.line(), c.line(), c.line()),
+        ("VALUE j 0 1".into(), "j".into(), "END".into())
+    );
+    // noreply answers nothing.
+    c.send(b"set q 0 0 1 noreply\r\nq\r\n");
+    assert_eq!(c.cmd("delete k\r\n"), "DELETED");
+    assert_eq!(c.cmd("delete k\r\n"), "NOT_FOUND");
+    assert_eq!(c.cmd("get q\r\n"), "VALUE q 0 1");
+}
+
+#[test]
+fn arithmetic_flush_and_the_rest() {
+    let s = server();
+    let mut c = s.ascii();
+    assert_eq!(c.cmd("incr n 1\r\n"), "NOT_FOUND");
+    assert_eq!(c.cmd("set n 0 0 2\r\n10\r\n"), "STORED");
+    assert_eq!(c.cmd("incr n 5\r\n"), "15");
+    assert_eq!(c.cmd("decr n 20\r\n"), "0");
+    assert_eq!(
+        c.cmd("incr n x\r\n"),
+        "CLIENT_ERROR invalid numeric delta argument"
+    );
+    assert_eq!(c.cmd("set t 0 0 1\r\nt\r\n"), "STORED");
+    assert_eq!(
+        c.cmd("incr t 1\r\n"),
+        "CLIENT_ERROR cannot increment or decrement non-numeric value"
+    );
+    // The test engine has no touch: the engine's answer is reported.
+    assert_eq!(c.cmd("touch t 10\r\n"), "SERVER_ERROR not supported");
+    assert_eq!(c.cmd("flush_all\r\n"), "OK");
+    assert_eq!(c.cmd("get t\r\n"), "END");
+    assert_eq!(
+        c.cmd("version\r\n"),
+        format!("VERSION {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(c.cmd("verbosity 1\r\n"), "OK");
+    c.send(b"stats\r\n");
+    let mut lines = Vec::new();
+    loop {
+        let l = c.line();
+        if l == "END" {
+            break;
+        }
+        assert!(l.starts_with("STAT "), "{l}");
+        lines.push(l);
+    }
+    assert!(lines.iter().any(|l| l.starts_with("STAT cmd_flush 1")));
+    assert!(lines.iter().any(|l| l.starts_with("STAT curr_items ")));
+    assert_eq!(c.cmd("stats reset\r\n"), "RESET");
+    c.send(b"stats\r\n");
+    let mut after = Vec::new();
+    loop {
+        let l = c.line();
+        if l == "END" {
+            break;
+        }
+        after.push(l);
+    }
+    assert!(after.iter().any(|l| l == "STAT cmd_flush 0"), "{after:?}");
+    assert_eq!(c.cmd("bogus\r\n"), "ERROR");
+    assert_eq!(c.cmd("\r\n"), "ERROR");
+    c.send(b"quit\r\n");
+    let mut rest = String::new();
+    use std::io::Read;
+    assert_eq!(c.r.read_to_string(&mut rest).unwrap(), 0, "quit closes");
+}
+
+#[test]
+fn bad_input_gets_memcached_errors() {
+    let s = server();
+    let mut good = s.ascii();
+    assert_eq!(good.cmd("set survivor 0 0 5\r\nalive\r\n"), "STORED");
+    let mut c = s.ascii();
+    let long = "k".repeat(251);
+    assert_eq!(
+        c.cmd(&format!("get {long}\r\n")),
+        "CLIENT_ERROR bad command line format"
+    );
+    assert_eq!(
+        c.cmd(&format!("set {long} 0 0 1\r\n")),
+        "CLIENT_ERROR bad command line format"
+    );
+    assert_eq!(
+        c.cmd("set k x 0 1\r\n"),
+        "CLIENT_ERROR bad command line format"
+    );
+    assert_eq!(
+        c.cmd("set k 0 0 -1\r\n"),
+        "CLIENT_ERROR bad command line format"
+    );
+    assert_eq!(c.cmd("set k 0 0\r\n"), "ERROR");
+    // A bad data chunk is refused, and nothing is stored.
+    assert_eq!(
+        c.cmd("set k 0 0 1\r\nxyz\r\n"),
+        "CLIENT_ERROR bad data chunk"
+    );
+    // A value over the engine's limit: the engine's E2BIG, the data swallowed.
+    let big = "x".repeat(2 << 20);
+    assert_eq!(
+        c.cmd(&format!("set big 0 0 {}\r\n{big}\r\n", big.len())),
+        "SERVER_ERROR object too large for cache"
+    );
+    assert_eq!(c.cmd("get k\r\n"), "END");
+    // A line that never ends: an error and a closed connection.
+    let mut c = s.ascii();
+    c.send(&vec![b'a'; 70 * 1024]);
+    assert_eq!(c.line(), "CLIENT_ERROR line is too long");
+    assert_eq!(good.cmd("get survivor\r\n"), "VALUE survivor 0 5");
+}

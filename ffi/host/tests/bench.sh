@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# bench.sh: mcb-memcached against Debian's memcached on the same machine and the same workload,
+# as ratios of operations per second and of p99 latency (ours / theirs), with the loadgen example
+# (a closed loop: each connection waits for its answer). Mixes: get-heavy (90% gets) and
+# set-heavy (50%); 2 and 4 client connections per core. Loopback only; every run is bounded.
+#
+# Our server runs libbucket_engine.so with the default bucket on MCB_BENCH_ENGINE_CONFIG
+# (default: the C test engine, until the built-in engine lands: then "engine=builtin;default=true").
+# MCB_BENCH_BUCKET_ENGINE picks another libbucket_engine.so (default: this tree's release build).
+# memcached runs with as many worker threads as there are cores.
+# MCB_BENCH_SECS (default 5) sets each run's length.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+root=$PWD
+secs=${MCB_BENCH_SECS:-5}
+cores=$(nproc)
+
+command -v memcached >/dev/null || [ -x /usr/bin/memcached ] || {
+    echo "bench.sh needs Debian's memcached (apt-get install memcached)"; exit 1; }
+cargo build --release --locked -p mcb-host -p mcb-bucket-engine --example loadgen
+make -s -C examples-c/engine all
+engine=$(readlink -f examples-c/build/engine-v2.5.1/libtest_engine.so)
+config=${MCB_BENCH_ENGINE_CONFIG:-engine=$engine;default=true;default_bucket_config=cache_size=512m}
+loadgen=$root/target/release/examples/loadgen
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+mc_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$(command -v memcached || echo /usr/bin/memcached)" -u "$(id -un)" -l 127.0.0.1 -p "$mc_port" \
+    -t "$cores" -m 512 -U 0 &
+pids+=($!)
+: >"$work/host.out"
+"$root/target/release/mcb-memcached" -p 0 \
+    -E "${MCB_BENCH_BUCKET_ENGINE:-$root/target/release/libbucket_engine.so}" \
+    -e "$config" >"$work/host.out" &
+pids+=($!)
+for _ in $(seq 100); do
+    host_port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/host.out")
+    [ -n "$host_port" ] && break
+    sleep 0.05
+done
+[ -n "$host_port" ] || { echo "mcb-memcached did not start"; exit 1; }
+sleep 0.2
+
+field() { sed -n "s/.*$1=\([0-9]*\).*/\1/p"; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+printf '%-10s %5s %12s %12s %8s %9s %9s %8s\n' mix conns memcached_ops mcb_ops ratio mc_p99us mcb_p99us ratio
+for mix in get-heavy:0.9 set-heavy:0.5; do
+    name=${mix%%:*} ratio=${mix##*:}
+    for per_core in 2 4; do
+        conns=$((per_core * cores))
+        theirs=$(timeout $((secs + 60)) "$loadgen" --port "$mc_port" --conns "$conns" --secs "$secs" --get-ratio "$ratio")
+        ours=$(timeout $((secs + 60)) "$loadgen" --port "$host_port" --conns "$conns" --secs "$secs" --get-ratio "$ratio")
+        t_ops=$(field ops_per_sec <<<"$theirs") o_ops=$(field ops_per_sec <<<"$ours")
+        t_p99=$(field p99_us <<<"$theirs") o_p99=$(field p99_us <<<"$ours")
+        printf '%-10s %5d %12d %12d %8s %9d %9d %8s\n' "$name" "$conns" "$t_ops" "$o_ops" \
+            "$(div "$o_ops" "$t_ops")" "$t_p99" "$o_p99" "$(div "$o_p99" "$t_p99")"
+    done
+done
+echo "(ratio: ours / memcached's; ops higher is better, p99 lower is better)"
