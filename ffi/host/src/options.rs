@@ -7,6 +7,23 @@ use std::path::{Path, PathBuf};
 /// engine exists, point it at an external engine: `engine=/abs/path/lib.so;default=true`).
 pub const DEFAULT_ENGINE_CONFIG: &str = "engine=builtin;default=true";
 
+/// libbucket_engine.so next to this binary, or in `deps/` beside it (where cargo puts it when it
+/// builds it as this crate's dependency, e.g. for `cargo run -p mcb-host`): the newer of the two,
+/// so that a copy left by an older `cargo build` does not shadow a fresh one.
+fn default_engine_path(exe_dir: &Path) -> String {
+    let candidates = [
+        exe_dir.join("libbucket_engine.so"),
+        exe_dir.join("deps/libbucket_engine.so"),
+    ];
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let newest = candidates
+        .iter()
+        .filter_map(|p| Some((modified(p)?, p)))
+        .max_by_key(|(time, _)| *time)
+        .map_or(&candidates[0], |(_, p)| p);
+    newest.to_string_lossy().into_owned()
+}
+
 pub const USAGE: &str = "\
 usage: mcb-memcached [options]
   -p PORT          TCP port to listen on (default 11211; 0 picks a free one)
@@ -14,7 +31,8 @@ usage: mcb-memcached [options]
   -t N             worker threads (accepted for memcached's command line and reported in
                    stats; each connection has its own thread, see -c)
   -c N             most simultaneous connections (default 1024)
-  -E PATH          engine library (default: libbucket_engine.so next to this binary)
+  -E PATH          engine library (default: libbucket_engine.so next to this binary,
+                   or in deps/ beside it)
   -e CONFIG        engine configuration (default with the bucket engine:
                    $MCB_DEFAULT_ENGINE_CONFIG or \"engine=builtin;default=true\")
   -S               require SASL authentication (binary protocol)
@@ -135,12 +153,7 @@ pub fn parse(args: &[String], exe_dir: &Path) -> Result<Parsed, String> {
         }
     }
     let default_engine = engine.is_none();
-    let engine = engine.unwrap_or_else(|| {
-        exe_dir
-            .join("libbucket_engine.so")
-            .to_string_lossy()
-            .into_owned()
-    });
+    let engine = engine.unwrap_or_else(|| default_engine_path(exe_dir));
     if default_engine && engine_config.is_none() {
         engine_config = Some(
             std::env::var("MCB_DEFAULT_ENGINE_CONFIG")
