@@ -4,8 +4,10 @@
 #
 #  1. memccapable (Debian's libmemcached-tools; upstream calls it memcapable), binary and ASCII,
 #     against Debian's memcached and against mcb-memcached on the same machine: every test that
-#     passes against memcached must pass against us. Our host runs twice: the C test engine
-#     loaded directly, and libbucket_engine.so with the test engine as the default bucket.
+#     passes against memcached must pass against us. Our host runs four times: the C test engine
+#     loaded directly, libbucket_engine.so with the test engine as the default bucket, the
+#     default (libbucket_engine.so with the built-in engine as the default bucket), and the
+#     built-in engine's own library (libmcb_engine.so) loaded directly.
 #  2. pymemcache (ASCII) against the default bucket.
 #  3. python-binary-memcached (binary, SASL PLAIN): several users each see only their own
 #     bucket; the admin creates, lists, selects and deletes buckets over the wire; deleting a
@@ -33,9 +35,9 @@ fi
 
 echo "== build ($profile)"
 if [ "$profile" = release ]; then
-    cargo build --release --locked -p mcb-host -p mcb-bucket-engine
+    cargo build --release --locked -p mcb-host -p mcb-bucket-engine -p mcb-storage-engine
 else
-    cargo build --locked -p mcb-host -p mcb-bucket-engine
+    cargo build --locked -p mcb-host -p mcb-bucket-engine -p mcb-storage-engine
 fi
 make -s -C examples-c/engine all
 host=$root/target/$profile/mcb-memcached
@@ -103,6 +105,14 @@ compare test-engine "$port"
 echo "== memccapable: mcb-memcached, libbucket_engine.so (default bucket: the test engine)"
 start_host -E "$bucket" -e "engine=$engine;default=true"
 compare bucket-engine "$port"
+
+echo "== memccapable: mcb-memcached as the README runs it (default bucket: engine=builtin)"
+start_host
+compare builtin "$port"
+
+echo "== memccapable: mcb-memcached, the built-in storage engine loaded directly"
+start_host -E "$root/target/$profile/libmcb_engine.so"
+compare storage-engine "$port"
 
 echo "== pymemcache (ASCII) against the default bucket"
 timeout "$step_timeout" python3 - "$port" <<'EOF'
