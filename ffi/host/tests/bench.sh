@@ -5,7 +5,8 @@
 # set-heavy (50%); 2 and 4 client connections per core. Loopback only; every run is bounded.
 #
 # Our server runs libbucket_engine.so with the default bucket on MCB_BENCH_ENGINE_CONFIG
-# (default: the C test engine, until the built-in engine lands: then "engine=builtin;default=true").
+# (default: the built-in storage engine, as the README's run command serves it; set it to
+# "engine=/abs/path/libtest_engine.so;default=true" to measure the host over the C test engine).
 # MCB_BENCH_BUCKET_ENGINE picks another libbucket_engine.so (default: this tree's release build).
 # memcached runs with as many worker threads as there are cores.
 # MCB_BENCH_SECS (default 5) sets each run's length.
@@ -18,9 +19,7 @@ cores=$(nproc)
 command -v memcached >/dev/null || [ -x /usr/bin/memcached ] || {
     echo "bench.sh needs Debian's memcached (apt-get install memcached)"; exit 1; }
 cargo build --release --locked -p mcb-host -p mcb-bucket-engine --example loadgen
-make -s -C examples-c/engine all
-engine=$(readlink -f examples-c/build/engine-v2.5.1/libtest_engine.so)
-config=${MCB_BENCH_ENGINE_CONFIG:-engine=$engine;default=true;default_bucket_config=cache_size=512m}
+config=${MCB_BENCH_ENGINE_CONFIG:-engine=builtin;default=true;default_bucket_config=cache_size=512m}
 loadgen=$root/target/release/examples/loadgen
 
 work=$(mktemp -d)
