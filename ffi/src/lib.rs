@@ -11,3 +11,4 @@ pub mod abi;
 pub mod boundary;
 pub mod bucket_engine;
 pub mod storage;
+mod wire;

@@ -7,7 +7,7 @@
 //! a bad value (parsing stops), 1 when an unknown key was seen (parsing continues). A
 //! [`DT_STRING`] value is `strdup`ed: the caller frees it.
 
-use core::ffi::c_char;
+use core::ffi::{c_char, CStr};
 
 /// The type of a [`config_item`]'s value (`enum config_datatype`).
 ///
@@ -79,4 +79,26 @@ pub struct config_item {
     pub datatype: config_datatype,
     pub value: config_value,
     pub found: bool,
+}
+
+impl config_item {
+    /// An entry for `key`; `value` points at storage of `datatype`'s type.
+    pub fn new(key: &'static CStr, datatype: config_datatype, value: config_value) -> Self {
+        Self {
+            key: key.as_ptr(),
+            datatype,
+            value,
+            found: false,
+        }
+    }
+
+    /// The entry that ends a table: a NULL key.
+    pub const END: config_item = config_item {
+        key: core::ptr::null(),
+        datatype: DT_SIZE,
+        value: config_value {
+            dt_size: core::ptr::null_mut(),
+        },
+        found: false,
+    };
 }

@@ -13,6 +13,7 @@ use super::loader::Cookie;
 use super::{instance, Running};
 use crate::abi::*;
 use crate::boundary::guard;
+use crate::wire::{self, parse, Malformed, Packet};
 use mcb_core::bucket::topkeys::TopKeyOp;
 use mcb_core::bucket::{name, CreateError};
 use std::ffi::c_void;
@@ -20,56 +21,6 @@ use std::sync::atomic::Ordering;
 
 /// Largest admin body accepted (the seed's "64k ought to be enough").
 const MAX_ADMIN_BODY: usize = 1 << 16;
-
-/// A request, checked: its opcode, key and value (after the extras).
-struct Packet<'a> {
-    opcode: u8,
-    key: &'a [u8],
-    value: &'a [u8],
-}
-
-/// Why a packet was refused.
-enum Malformed {
-    /// Lengths that do not add up.
-    Lengths,
-    /// An admin body of 64 KiB or more.
-    TooLarge,
-}
-
-/// Reads a request whose body (`bodylen` bytes) follows its header in memory, refusing bodies
-/// of `limit` bytes or more before looking at them.
-///
-/// # Safety
-/// `request` points at a header followed by at least `bodylen` readable bytes (memcached hands
-/// the whole packet to `unknown_command`).
-unsafe fn parse<'a>(
-    request: *const protocol_binary_request_header,
-    limit: usize,
-) -> Result<Packet<'a>, Malformed> {
-    // SAFETY: the caller's contract covers the header.
-    let header = unsafe { (*request).request };
-    let keylen = usize::from(u16::from_be(header.keylen));
-    let extlen = usize::from(header.extlen);
-    let bodylen = u32::from_be(header.bodylen) as usize;
-    if bodylen >= limit {
-        return Err(Malformed::TooLarge);
-    }
-    if keylen + extlen > bodylen {
-        return Err(Malformed::Lengths);
-    }
-    // SAFETY: the body follows the 24-byte header, `bodylen` bytes long (the caller's contract).
-    let body = unsafe {
-        std::slice::from_raw_parts(
-            request.cast::<u8>().add(PROTOCOL_BINARY_HEADER_SIZE),
-            bodylen,
-        )
-    };
-    Ok(Packet {
-        opcode: header.opcode,
-        key: &body[extlen..extlen + keylen],
-        value: &body[extlen + keylen..],
-    })
-}
 
 fn is_admin(opcode: u8) -> bool {
     matches!(
@@ -92,28 +43,7 @@ fn respond(
     status: u16,
     body: &[u8],
 ) -> ENGINE_ERROR_CODE {
-    let Some(response) = response else {
-        return ENGINE_FAILED;
-    };
-    let Ok(len) = u32::try_from(body.len()) else {
-        return ENGINE_FAILED;
-    };
-    // SAFETY: the host's response callback with its own cookie; `body` lives across the call.
-    unsafe {
-        response(
-            std::ptr::null(),
-            0,
-            std::ptr::null(),
-            0,
-            body.as_ptr().cast(),
-            len,
-            PROTOCOL_BINARY_RAW_BYTES,
-            status,
-            0,
-            cookie,
-        )
-    };
-    ENGINE_SUCCESS
+    wire::respond(response, cookie, status, &[], body, 0)
 }
 
 fn invalid(response: ADD_RESPONSE, cookie: *const c_void) -> ENGINE_ERROR_CODE {

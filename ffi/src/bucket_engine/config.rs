@@ -27,19 +27,6 @@ impl Drop for HostString {
     }
 }
 
-fn item(
-    key: &'static std::ffi::CStr,
-    datatype: config_datatype,
-    value: config_value,
-) -> config_item {
-    config_item {
-        key: key.as_ptr(),
-        datatype,
-        value,
-        found: false,
-    }
-}
-
 /// Parses the bucket engine's configuration (`engine`, `admin`, `default`,
 /// `default_bucket_name`, `default_bucket_config`, `auto_create`, `config_file`). Unknown keys
 /// and bad values are errors, with the reason.
@@ -54,64 +41,57 @@ pub(crate) fn parse(host: &Host, config: Option<&str>) -> Result<Config, String>
     let mut default_name = HostString(ptr::null_mut());
     let mut default_config = HostString(ptr::null_mut());
     let mut items = [
-        item(
+        config_item::new(
             c"engine",
             DT_STRING,
             config_value {
                 dt_string: &mut engine.0,
             },
         ),
-        item(
+        config_item::new(
             c"admin",
             DT_STRING,
             config_value {
                 dt_string: &mut admin.0,
             },
         ),
-        item(
+        config_item::new(
             c"default",
             DT_BOOL,
             config_value {
                 dt_bool: &mut out.default_bucket,
             },
         ),
-        item(
+        config_item::new(
             c"default_bucket_name",
             DT_STRING,
             config_value {
                 dt_string: &mut default_name.0,
             },
         ),
-        item(
+        config_item::new(
             c"default_bucket_config",
             DT_STRING,
             config_value {
                 dt_string: &mut default_config.0,
             },
         ),
-        item(
+        config_item::new(
             c"auto_create",
             DT_BOOL,
             config_value {
                 dt_bool: &mut out.auto_create,
             },
         ),
-        item(
+        config_item::new(
             c"config_file",
             DT_CONFIGFILE,
             config_value {
                 dt_string: ptr::null_mut(),
             },
         ),
-        item(
-            c"",
-            DT_SIZE,
-            config_value {
-                dt_size: ptr::null_mut(),
-            },
-        ),
+        config_item::END,
     ];
-    items[7].key = ptr::null();
     // SAFETY: a NULL-key-terminated table whose value pointers point at live locals of the
     // item's datatype (config_file carries no value).
     let rc = unsafe { host.parse_config(&text, &mut items) };
@@ -159,22 +139,15 @@ pub(crate) fn parse_force(host: &Host, body: &[u8]) -> Result<bool, ()> {
     let text = CString::new(body).map_err(|_| ())?;
     let mut force = false;
     let mut items = [
-        item(
+        config_item::new(
             c"force",
             DT_BOOL,
             config_value {
                 dt_bool: &mut force,
             },
         ),
-        item(
-            c"",
-            DT_SIZE,
-            config_value {
-                dt_size: ptr::null_mut(),
-            },
-        ),
+        config_item::END,
     ];
-    items[1].key = ptr::null();
     // SAFETY: a NULL-key-terminated table pointing at a live bool.
     match unsafe { host.parse_config(&text, &mut items) } {
         0 => Ok(force),

@@ -6,28 +6,8 @@ use super::calls::proxied;
 use super::{conn, instance, Running};
 use crate::abi::*;
 use crate::boundary::guard;
+use crate::wire::add_stat as add;
 use std::ffi::{c_char, c_int, c_void};
-
-/// Hands one statistic to the host's callback.
-fn add(add_stat: ADD_STAT, cookie: *const c_void, key: &[u8], value: &[u8]) {
-    let (Some(add_stat), Ok(klen), Ok(vlen)) = (
-        add_stat,
-        u16::try_from(key.len()),
-        u32::try_from(value.len()),
-    ) else {
-        return;
-    };
-    // SAFETY: the host's callback with its cookie; both buffers live across the call.
-    unsafe {
-        add_stat(
-            key.as_ptr().cast(),
-            klen,
-            value.as_ptr().cast(),
-            vlen,
-            cookie,
-        )
-    }
-}
 
 fn is_admin_user(running: &Running, cookie: *const c_void) -> bool {
     match &running.registry.config().admin {

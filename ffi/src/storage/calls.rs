@@ -6,6 +6,7 @@
 use super::store as store_of;
 use crate::abi::*;
 use crate::boundary::guard;
+use crate::wire;
 use mcb_core::store::{Error, Item, ItemRef, Store, StoreOp, KEY_MAX};
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::ManuallyDrop;
@@ -279,23 +280,7 @@ pub(crate) unsafe extern "C" fn flush(
 
 /// Hands one statistic to the host's callback.
 fn add(add_stat: ADD_STAT, cookie: *const c_void, key: &str, value: &str) {
-    let (Some(add_stat), Ok(klen), Ok(vlen)) = (
-        add_stat,
-        u16::try_from(key.len()),
-        u32::try_from(value.len()),
-    ) else {
-        return;
-    };
-    // SAFETY: the host's callback, with lengths that match the buffers, during this call.
-    unsafe {
-        add_stat(
-            key.as_ptr().cast(),
-            klen,
-            value.as_ptr().cast(),
-            vlen,
-            cookie,
-        )
-    }
+    wire::add_stat(add_stat, cookie, key.as_bytes(), value.as_bytes());
 }
 
 pub(crate) unsafe extern "C" fn get_stats(
@@ -365,43 +350,6 @@ pub(crate) unsafe extern "C" fn aggregate_stats(
     ENGINE_ENOTSUP
 }
 
-/// What a binary request carries: opcode, extras and key, checked against its lengths.
-struct Request<'a> {
-    opcode: u8,
-    extras: &'a [u8],
-    key: &'a [u8],
-}
-
-/// Reads the header at `request` and the extras and key after it.
-///
-/// # Safety
-/// `request` is NULL or points at a request header followed by `bodylen` body bytes.
-unsafe fn request<'a>(request: *const protocol_binary_request_header) -> Option<Request<'a>> {
-    // SAFETY: the caller's contract.
-    let header = unsafe { request.as_ref() }?;
-    // SAFETY: every bit pattern of the header is valid for the fields' integer types.
-    let fields = unsafe { header.request };
-    let keylen = usize::from(u16::from_be(fields.keylen));
-    let extlen = usize::from(fields.extlen);
-    let bodylen = usize::try_from(u32::from_be(fields.bodylen)).ok()?;
-    if keylen + extlen > bodylen {
-        return None;
-    }
-    // SAFETY: the body follows the 24-byte header and holds at least extras and key.
-    let body = unsafe {
-        std::slice::from_raw_parts(
-            request.cast::<u8>().add(PROTOCOL_BINARY_HEADER_SIZE),
-            extlen + keylen,
-        )
-    };
-    let (extras, key) = body.split_at(extlen);
-    Some(Request {
-        opcode: fields.opcode,
-        extras,
-        key,
-    })
-}
-
 /// Touch (0x1c), get-and-touch (0x1d) and its quiet form (0x1e), answered through `response`
 /// as memcached's default engine answers them; other opcodes are not supported.
 pub(crate) unsafe extern "C" fn unknown_command(
@@ -411,11 +359,11 @@ pub(crate) unsafe extern "C" fn unknown_command(
     response: ADD_RESPONSE,
 ) -> ENGINE_ERROR_CODE {
     with_store(handle, |store| {
-        let Some(respond) = response else {
+        if response.is_none() || req.is_null() {
             return ENGINE_EINVAL;
-        };
-        // SAFETY: the host passes NULL or a whole request.
-        let Some(request) = (unsafe { request(req) }) else {
+        }
+        // SAFETY: not NULL, and memcached hands engines the whole request.
+        let Ok(request) = (unsafe { wire::parse(req, usize::MAX) }) else {
             return ENGINE_EINVAL;
         };
         let opcode = request.opcode;
@@ -426,32 +374,7 @@ pub(crate) unsafe extern "C" fn unknown_command(
             return ENGINE_ENOTSUP;
         }
         let send = |ext: &[u8], body: &[u8], status: u16, cas: u64| {
-            // Extras are the 4 flag bytes and bodies are values under item_size_max: both fit.
-            let (Ok(extlen), Ok(bodylen)) = (u8::try_from(ext.len()), u32::try_from(body.len()))
-            else {
-                return ENGINE_FAILED;
-            };
-            // SAFETY: the host's callback, with pointers and lengths that match, during this
-            // call; the cookie is the host's own (NULL passes through).
-            let sent = unsafe {
-                respond(
-                    ptr::null(),
-                    0,
-                    ext.as_ptr().cast(),
-                    extlen,
-                    body.as_ptr().cast(),
-                    bodylen,
-                    PROTOCOL_BINARY_RAW_BYTES,
-                    status,
-                    cas,
-                    cookie,
-                )
-            };
-            if sent {
-                ENGINE_SUCCESS
-            } else {
-                ENGINE_FAILED
-            }
+            wire::respond(response, cookie, status, ext, body, cas)
         };
         let (Ok(expiration), false) = (
             <[u8; 4]>::try_from(request.extras),

@@ -6,17 +6,8 @@
 use super::host::HostApi;
 use crate::abi::*;
 use mcb_core::store::Config;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::ptr;
-
-fn item(key: &'static CStr, datatype: config_datatype, value: config_value) -> config_item {
-    config_item {
-        key: key.as_ptr(),
-        datatype,
-        value,
-        found: false,
-    }
-}
 
 /// Parses `config` (NULL: defaults).
 pub(crate) fn parse(host: &HostApi, config: Option<&str>) -> Result<Config, String> {
@@ -29,15 +20,17 @@ pub(crate) fn parse(host: &HostApi, config: Option<&str>) -> Result<Config, Stri
     let (mut verbose, mut chunk_size) = (0usize, 0usize);
     let (mut preallocate, mut ignore_vbucket, mut vb0) = (false, false, false);
     let mut factor = 0f32;
-    let bool_item = |key, target: &mut bool| item(key, DT_BOOL, config_value { dt_bool: target });
-    let size_item = |key, target: &mut usize| item(key, DT_SIZE, config_value { dt_size: target });
+    let bool_item =
+        |key, target: &mut bool| config_item::new(key, DT_BOOL, config_value { dt_bool: target });
+    let size_item =
+        |key, target: &mut usize| config_item::new(key, DT_SIZE, config_value { dt_size: target });
     let mut items = [
         bool_item(c"use_cas", &mut out.use_cas),
         size_item(c"verbose", &mut verbose),
         bool_item(c"eviction", &mut out.eviction),
         size_item(c"cache_size", &mut out.cache_size),
         bool_item(c"preallocate", &mut preallocate),
-        item(
+        config_item::new(
             c"factor",
             DT_FLOAT,
             config_value {
@@ -48,23 +41,15 @@ pub(crate) fn parse(host: &HostApi, config: Option<&str>) -> Result<Config, Stri
         size_item(c"item_size_max", &mut out.item_size_max),
         bool_item(c"ignore_vbucket", &mut ignore_vbucket),
         bool_item(c"vb0", &mut vb0),
-        item(
+        config_item::new(
             c"config_file",
             DT_CONFIGFILE,
             config_value {
                 dt_string: ptr::null_mut(),
             },
         ),
-        item(
-            c"",
-            DT_SIZE,
-            config_value {
-                dt_size: ptr::null_mut(),
-            },
-        ),
+        config_item::END,
     ];
-    let last = items.len() - 1;
-    items[last].key = ptr::null();
     // SAFETY: a NULL-key-terminated table whose value pointers point at live locals of each
     // item's datatype (config_file carries none).
     let rc = unsafe { host.parse_config(&text, &mut items) };

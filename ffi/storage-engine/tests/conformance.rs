@@ -117,16 +117,7 @@ fn conformance_through_the_bucket_engine_with_engine_builtin() {
 
 #[test]
 fn conformance_is_clean_under_valgrind() {
-    let found = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "valgrind is not on PATH but CI is set: .ci/run installs it"
-        );
-        eprintln!("SKIPPED conformance_is_clean_under_valgrind: valgrind not on PATH (CI runs it)");
+    if !abi_common::valgrind_available("conformance_is_clean_under_valgrind") {
         return;
     }
     let memcheck = [
