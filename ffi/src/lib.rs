@@ -10,5 +10,6 @@
 pub mod abi;
 pub mod boundary;
 pub mod bucket_engine;
+pub mod engine_lib;
 pub mod storage;
 mod wire;

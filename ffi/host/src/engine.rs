@@ -1,14 +1,15 @@
-//! The engine, loaded as memcached loads it (`dlopen(RTLD_NOW | RTLD_LOCAL)`,
-//! `create_instance(1, get_server_api, &handle)`, `initialize(config)`), and checked wrappers
-//! for the calls the protocols make. The library is never unloaded: memcached does not unload
-//! its engine either, and an engine may have registered callbacks with us.
+//! The engine, loaded as memcached loads it (`mcb_ffi::engine_lib`: `dlopen(RTLD_NOW |
+//! RTLD_LOCAL)`, `create_instance(1, get_server_api, &handle)`; then `initialize(config)`), and
+//! checked wrappers for the calls the protocols make. The library is never unloaded: memcached
+//! does not unload its engine either, and an engine may have registered callbacks with us.
 //!
 //! Everything an engine hands back is checked before use: `get_item_info`'s counts and
 //! pointers against the array we passed and the item's size.
 
 use crate::api;
 use mcb_ffi::abi::*;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use mcb_ffi::engine_lib::{self, Created};
+use std::ffi::{c_char, c_int, c_void, CString};
 
 /// The loaded engine: its handle and a copy of its function table (required slots checked).
 #[derive(Debug)]
@@ -23,94 +24,16 @@ unsafe impl Send for Engine {}
 // SAFETY: as for `Send`; the copied table is immutable.
 unsafe impl Sync for Engine {}
 
-fn dlerror() -> String {
-    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl call on
-    // this thread.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        return "unknown error".into();
-    }
-    // SAFETY: non-NULL and NUL-terminated (above).
-    unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-}
-
 /// Loads and initializes the engine at `path`; the error says what failed and why.
 pub fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String> {
-    let cpath = CString::new(path).map_err(|_| format!("engine path {path:?} holds a NUL"))?;
     let config = config
         .map(CString::new)
         .transpose()
         .map_err(|_| "the engine configuration holds a NUL".to_owned())?;
-    // SAFETY: a NUL-terminated path; valid flags.
-    let dl = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if dl.is_null() {
-        return Err(format!(
-            "failed to open engine library \"{path}\": {}",
-            dlerror()
-        ));
-    }
-    // SAFETY: a live handle and a NUL-terminated symbol name.
-    let symbol = unsafe { libc::dlsym(dl, c"create_instance".as_ptr()) };
-    if symbol.is_null() {
-        let why = dlerror();
-        // SAFETY: our handle; no engine of it exists.
-        unsafe { libc::dlclose(dl) };
-        return Err(format!("\"{path}\" has no symbol create_instance: {why}"));
-    }
-    // SAFETY: an engine library's `create_instance` has this signature (the interface's
-    // contract); POSIX lets a function pointer round-trip through `void *`.
-    let create = unsafe {
-        std::mem::transmute::<
-            *mut c_void,
-            unsafe extern "C" fn(u64, GET_SERVER_API, *mut *mut ENGINE_HANDLE) -> ENGINE_ERROR_CODE,
-        >(symbol)
-    };
-    let mut handle: *mut ENGINE_HANDLE = std::ptr::null_mut();
-    // SAFETY: interface 1, our get_server_api, a live out-parameter.
-    let rc = unsafe {
-        create(
-            ENGINE_INTERFACE_VERSION,
-            Some(api::get_server_api),
-            &mut handle,
-        )
-    };
-    if rc != ENGINE_SUCCESS || handle.is_null() {
-        // The library stays loaded: a failed create may still have registered callbacks.
-        return Err(format!(
-            "create_instance of \"{path}\" failed with error code {}",
-            rc.0
-        ));
-    }
-    // SAFETY: a non-NULL handle from create_instance points at the engine's handle.
-    let interface = unsafe { (*handle).interface };
-    if interface != ENGINE_INTERFACE_VERSION {
-        return Err(format!(
-            "\"{path}\" created an engine of interface {interface}, not 1"
-        ));
-    }
-    // SAFETY: an interface-1 handle is an ENGINE_HANDLE_V1.
-    let v1 = unsafe { *handle.cast::<ENGINE_HANDLE_V1>() };
-    let required = [
-        ("initialize", v1.initialize.is_some()),
-        ("allocate", v1.allocate.is_some()),
-        ("remove", v1.remove.is_some()),
-        ("release", v1.release.is_some()),
-        ("get", v1.get.is_some()),
-        ("store", v1.store.is_some()),
-        ("arithmetic", v1.arithmetic.is_some()),
-        ("flush", v1.flush.is_some()),
-        ("get_stats", v1.get_stats.is_some()),
-        ("reset_stats", v1.reset_stats.is_some()),
-        ("unknown_command", v1.unknown_command.is_some()),
-        ("item_set_cas", v1.item_set_cas.is_some()),
-        ("get_item_info", v1.get_item_info.is_some()),
-    ];
-    if let Some((slot, _)) = required.iter().find(|(_, set)| !set) {
-        return Err(format!("the engine of \"{path}\" has no {slot} function"));
-    }
+    let Created { handle, v1 } = engine_lib::load(path, Some(api::get_server_api))?;
     api::set_engine(handle);
     let engine = Box::leak(Box::new(Engine { handle, v1 }));
-    let init = v1.initialize.expect("checked above");
+    let init = v1.initialize.expect("checked by engine_lib");
     let config_ptr = config.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
     // SAFETY: the engine's own handle; NULL or a NUL-terminated config.
     let rc = unsafe { init(handle, config_ptr) };

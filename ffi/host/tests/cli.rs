@@ -19,7 +19,7 @@ fn bad_options_exit_with_status_2() {
 fn engines_that_fail_exit_with_status_1() {
     let (code, stderr) = run_to_exit(&["-p", "0", "-E", "/nonexistent/libnothing.so"]);
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("failed to open engine library"), "{stderr}");
+    assert!(stderr.contains("Failed to open library"), "{stderr}");
     // A library without create_instance.
     let libc_path = "libc.so.6";
     let (code, stderr) = run_to_exit(&["-p", "0", "-E", libc_path]);

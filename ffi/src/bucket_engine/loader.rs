@@ -1,18 +1,14 @@
 //! Engines loaded from shared libraries: the `core` `Engine` and `Env` for the C world.
 //!
-//! The engine spec `builtin` ([`BUILTIN`]) names the built-in storage engine, created
-//! in-process by `crate::storage::create_instance`; everything after `create_instance` is the
-//! same for both.
-//!
-//! A bucket's engine is loaded as memcached would load it: `dlopen(RTLD_NOW | RTLD_LOCAL)`,
-//! `create_instance(1, get_server_api, &handle)`. Every failure is logged with the path and the
-//! reason, and the library is closed on every error path (the seed leaked it when `dlsym`
-//! failed). A library whose engine was created stays loaded for good: an engine may keep
-//! connections reserved past its destroy and may have registered callbacks with the host, so
-//! unloading it would leave pointers into unmapped code (the seed's reason).
+//! A bucket's engine is created as memcached creates one (`crate::engine_lib`: dlopen, then
+//! `create_instance`, the library closed on every error path before an engine exists and kept
+//! loaded after), or, for the spec `builtin` ([`BUILTIN`]), in-process by
+//! `crate::storage::create_instance`; everything after `create_instance` is the same for both.
+//! Every failure is logged with the path and the reason.
 
 use super::host::Host;
 use crate::abi::*;
+use crate::engine_lib::{self, Created};
 use mcb_core::bucket::topkeys::TopKeys;
 use mcb_core::bucket::{Engine, Env};
 use std::ffi::{c_void, CString};
@@ -181,102 +177,21 @@ impl Env for DlEnv {
     }
 }
 
-/// Closes a library on an error path.
-struct Library(*mut c_void);
-
-impl Drop for Library {
-    fn drop(&mut self) {
-        // SAFETY: a handle from dlopen, closed once, and no engine of it was created.
-        unsafe { libc::dlclose(self.0) };
-    }
-}
-
-fn dlerror() -> String {
-    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl call.
-    unsafe { super::host::c_str(libc::dlerror()) }.unwrap_or_else(|| "unknown error".into())
-}
-
 /// The engine spec of the built-in storage engine (`crate::storage`): a bucket created with
 /// `engine=builtin` (or CREATE with body `builtin`) gets its own instance, made in-process, with
 /// no library to load.
 pub(crate) const BUILTIN: &str = "builtin";
 
-/// Opens the library at `path` and finds its `create_instance`; the library closes if the
-/// caller drops it.
-fn open(path: &str) -> Result<(Library, CreateInstance), String> {
-    let cpath = CString::new(path)
-        .map_err(|_| format!("Failed to open library \"{path}\": NUL in path"))?;
-    // SAFETY: a NUL-terminated path; the flags are valid.
-    let dl = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if dl.is_null() {
-        return Err(format!("Failed to open library \"{path}\": {}", dlerror()));
-    }
-    let library = Library(dl);
-    // SAFETY: a live handle and a NUL-terminated symbol name.
-    let symbol = unsafe { libc::dlsym(library.0, c"create_instance".as_ptr()) };
-    if symbol.is_null() {
-        return Err(format!(
-            "Could not find symbol \"create_instance\" in {path}: {}",
-            dlerror()
-        ));
-    }
-    // SAFETY: memcached's contract for engine libraries: `create_instance` has this signature.
-    let create = unsafe { std::mem::transmute::<*mut c_void, CreateInstance>(symbol) };
-    Ok((library, create))
-}
-
-type CreateInstance =
-    unsafe extern "C" fn(u64, GET_SERVER_API, *mut *mut ENGINE_HANDLE) -> ENGINE_ERROR_CODE;
-
 fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, String> {
     if path.is_empty() {
         return Err("Failed to load engine: no engine path".into());
     }
-    let (library, create) = if path == BUILTIN {
-        (None, crate::storage::create_instance as CreateInstance)
+    let gsapi = Some(super::engine_get_server_api as unsafe extern "C" fn() -> _);
+    let Created { handle, v1 } = if path == BUILTIN {
+        engine_lib::create_with(crate::storage::create_instance, path, gsapi)?
     } else {
-        let (library, create) = open(path)?;
-        (Some(library), create)
+        engine_lib::load(path, gsapi)?
     };
-    let mut handle: *mut ENGINE_HANDLE = ptr::null_mut();
-    // SAFETY: version 1, our get_server_api, a live out-parameter.
-    let rc = unsafe { create(1, Some(super::engine_get_server_api), &mut handle) };
-    if rc != ENGINE_SUCCESS || handle.is_null() {
-        return Err(format!(
-            "Failed to create instance of {path}. Error code: {}",
-            rc.0
-        ));
-    }
-    // Its engine exists now: the library stays loaded for good (see the module docs).
-    std::mem::forget(library);
-    // SAFETY: a non-NULL handle from create_instance points at the engine's handle.
-    let interface = unsafe { (*handle).interface };
-    if interface != 1 {
-        return Err(format!(
-            "{path} created an engine of interface {interface}, not 1"
-        ));
-    }
-    // SAFETY: an interface-1 handle is an ENGINE_HANDLE_V1 (memcached's contract).
-    let v1 = unsafe { *handle.cast::<ENGINE_HANDLE_V1>() };
-    let required = [
-        v1.initialize.is_some(),
-        v1.destroy.is_some(),
-        v1.allocate.is_some(),
-        v1.remove.is_some(),
-        v1.release.is_some(),
-        v1.get.is_some(),
-        v1.store.is_some(),
-        v1.arithmetic.is_some(),
-        v1.flush.is_some(),
-        v1.get_stats.is_some(),
-        v1.reset_stats.is_some(),
-        v1.unknown_command.is_some(),
-        v1.item_set_cas.is_some(),
-        v1.get_item_info.is_some(),
-    ];
-    if required.contains(&false) {
-        return Err(format!("{path} lacks a required engine function"));
-    }
     let disconnect = Arc::new(DisconnectSlot::default());
     slots()
         .lock()
