@@ -9,7 +9,7 @@
 //! engine call); every thread draws keys from its own fixed-seed generator.
 
 use criterion::{BenchmarkId, Throughput};
-use mcb_benches::{criterion, print_ratios, results_dir, thread_counts, time_threads};
+use mcb_benches::{criterion, print_ratios, results_dir, thread_counts, time_threads, Rng};
 use mcb_core::store::{Config, ManualClock, Store, StoreOp};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -64,24 +64,21 @@ impl GlobalLock {
 }
 
 thread_local! {
-    static RNG: Cell<u64> = const { Cell::new(0) };
+    static RNG: Cell<Option<Rng>> = const { Cell::new(None) };
 }
 
-/// This thread's next pseudo-random number (xorshift64*, seeded once per thread from a fixed
-/// sequence, so runs repeat).
+/// This thread's next pseudo-random number (each thread seeded once from a fixed sequence, so
+/// runs repeat).
 fn next() -> u64 {
     static SEEDS: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
-    RNG.with(|rng| {
-        let mut x = rng.get();
-        if x == 0 {
-            // Relaxed: only distinct seeds matter.
-            x = SEEDS.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) | 1;
-        }
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        rng.set(x);
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    RNG.with(|cell| {
+        // Relaxed: only distinct seeds matter.
+        let mut rng = cell
+            .take()
+            .unwrap_or_else(|| Rng(SEEDS.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) | 1));
+        let x = rng.next_u64();
+        cell.set(Some(rng));
+        x
     })
 }
 

@@ -9,7 +9,7 @@
 //!   (S3-FIFO), plain LRU (our L1 alone), moka (TinyLFU) and quick_cache (CLOCK-Pro-like).
 
 use criterion::{BenchmarkId, Throughput};
-use mcb_benches::{criterion, print_ratios, results_dir, thread_counts, time_threads};
+use mcb_benches::{criterion, print_ratios, results_dir, thread_counts, time_threads, Rng};
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, L2};
 use std::cell::Cell;
@@ -22,22 +22,6 @@ const KEYS: usize = 100_000;
 const ZIPF_S: f64 = 0.9;
 
 type Load = fn() -> Result<Loaded<u64>, String>;
-
-/// xorshift64*: a fixed-seed generator, so every run sees the same keys.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// `count` key indices in `0..n`, Zipf-distributed with exponent `s` (inverse of the CDF).
 fn zipf(n: usize, s: f64, count: usize, seed: u64) -> Vec<u64> {

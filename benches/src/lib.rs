@@ -129,6 +129,26 @@ pub mod seed {
     }
 }
 
+/// xorshift64* (Vigna): fast, and the same sequence for the same seed, so every run sees the
+/// same keys. The seed must not be zero.
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// The next number as a float in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
 /// Thread counts to measure: 1, 2 and the machine's parallelism (deduplicated).
 pub fn thread_counts() -> Vec<usize> {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench.sh: mcb-memcached against Debian's memcached on the same machine and the same workload,
-# as ratios of operations per second and of p99 latency (ours / theirs), with the loadgen example
+# as ratios of operations per second and of p99 latency (ours / theirs), with the loadgen example of benches/
 # (a closed loop: each connection waits for its answer). Mixes: get-heavy (90% gets) and
 # set-heavy (50%); 2 and 4 client connections per core. Loopback only; every run is bounded.
 #
@@ -18,7 +18,8 @@ cores=$(nproc)
 
 command -v memcached >/dev/null || [ -x /usr/bin/memcached ] || {
     echo "bench.sh needs Debian's memcached (apt-get install memcached)"; exit 1; }
-cargo build --release --locked -p mcb-host -p mcb-bucket-engine --example loadgen
+cargo build --release --locked -p mcb-host -p mcb-bucket-engine
+cargo build --release --locked -p mcb-benches --example loadgen
 config=${MCB_BENCH_ENGINE_CONFIG:-engine=builtin;default=true;default_bucket_config=cache_size=512m}
 loadgen=$root/target/release/examples/loadgen
 

@@ -4,9 +4,10 @@
 //! p50/p99 latency in microseconds. `ffi/host/tests/bench.sh` runs it against Debian's memcached
 //! and mcb-memcached and prints the ratios.
 //!
-//!     cargo run --release -p mcb-host --example loadgen -- \
+//!     cargo run --release -p mcb-benches --example loadgen -- \
 //!         --port 11211 --conns 8 --secs 5 --get-ratio 0.9 --keys 10000 --value 100
 
+use mcb_benches::Rng;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -46,18 +47,6 @@ fn parse() -> Result<Args, String> {
         }
     }
     Ok(a)
-}
-
-/// xorshift64*: fast, and the same sequence for the same seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
 }
 
 /// Writes a GET (`value` empty) or SET request for `key` into `buf`.
@@ -114,8 +103,8 @@ fn run(a: &Args, seed: u64, deadline: Instant) -> std::io::Result<Vec<u32>> {
     let mut lat = Vec::with_capacity(1 << 20);
     let threshold = (a.get_ratio * u64::MAX as f64) as u64;
     while Instant::now() < deadline {
-        key(&mut k, rng.next() % a.keys);
-        let get = rng.next() < threshold;
+        key(&mut k, rng.next_u64() % a.keys);
+        let get = rng.next_u64() < threshold;
         request(&mut out, &k, (!get).then_some(&value[..]));
         let start = Instant::now();
         s.write_all(&out)?;
