@@ -28,10 +28,11 @@ struct GlobalLock {
     cache: Mutex<Cache>,
 }
 
-/// What the cache lock guards: the items and the CAS counter.
+/// What the cache lock guards: the items and the CAS counter. The same hash function as our
+/// store's (foldhash), so the ratio compares designs, not hashers.
 #[derive(Default)]
 struct Cache {
-    items: HashMap<Vec<u8>, Arc<SeedItem>>,
+    items: HashMap<Vec<u8>, Arc<SeedItem>, foldhash::quality::RandomState>,
     last_cas: u64,
 }
 
