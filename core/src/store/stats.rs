@@ -37,9 +37,8 @@ pub(crate) struct Counters {
 
 impl Counters {
     pub(crate) fn new() -> Self {
-        let n = (crate::sync::cpu_count() * 2).next_power_of_two();
         Self {
-            stripes: (0..n)
+            stripes: (0..crate::sync::stripe_count())
                 .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
                 .collect(),
         }
@@ -47,7 +46,7 @@ impl Counters {
 
     #[inline]
     pub(crate) fn add(&self, counter: Counter, n: u64) {
-        let stripe = &self.stripes[crate::sync::thread_index() % self.stripes.len()];
+        let stripe = &self.stripes[crate::sync::thread_index() & (self.stripes.len() - 1)];
         // Relaxed: a statistic; nothing is published with it and readers sum what they see.
         stripe[counter as usize].fetch_add(n, Ordering::Relaxed);
     }
