@@ -45,66 +45,11 @@ static ENGINE_HANDLE *H;
 static ENGINE_HANDLE_V1 *V;
 static SERVER_HANDLE_V1 *api;
 
+#include "commands.h"
+
 /* ------------------------------------------------------------------------------------------
- * Helpers: the calls memcached makes for one command
+ * More helpers: the calls memcached makes for one command (store, get and del: commands.h)
  */
-static ENGINE_ERROR_CODE store(mh_conn *c, const char *key, const char *val, uint32_t flags,
-                               rel_time_t exptime, ENGINE_STORE_OPERATION op, uint64_t in_cas,
-                               uint64_t *out_cas) {
-    item *it = NULL;
-    size_t n = strlen(val);
-    ENGINE_ERROR_CODE rc = V->allocate(H, c, &it, key, strlen(key), n, (int)flags, exptime);
-    if (rc != ENGINE_SUCCESS) {
-        return rc;
-    }
-    item_info info = {.nvalue = 1};
-    CHECK(V->get_item_info(H, c, it, &info));
-    CHECK_EQ_INT(info.nvalue, 1);
-    CHECK_EQ_INT(info.value[0].iov_len, n);
-    memcpy(info.value[0].iov_base, val, n);
-    V->item_set_cas(H, c, it, in_cas);
-    uint64_t cas = 0;
-    rc = V->store(H, c, it, &cas, op, 0);
-    V->release(H, c, it);
-    if (out_cas != NULL) {
-        *out_cas = cas;
-    }
-    return rc;
-}
-
-static ENGINE_ERROR_CODE get(mh_conn *c, const char *key, char *buf, size_t buflen,
-                             uint64_t *cas, uint32_t *flags) {
-    item *it = NULL;
-    ENGINE_ERROR_CODE rc = V->get(H, c, &it, key, (int)strlen(key), 0);
-    if (rc != ENGINE_SUCCESS) {
-        return rc;
-    }
-    item_info info = {.nvalue = 1};
-    CHECK(V->get_item_info(H, c, it, &info));
-    CHECK_EQ_INT(info.nkey, strlen(key));
-    CHECK(memcmp(info.key, key, info.nkey) == 0);
-    size_t n = info.value[0].iov_len < buflen - 1 ? info.value[0].iov_len : buflen - 1;
-    memcpy(buf, info.value[0].iov_base, n);
-    buf[n] = '\0';
-    if (cas != NULL) {
-        *cas = info.cas;
-    }
-    if (flags != NULL) {
-        *flags = info.flags;
-    }
-    V->release(H, c, it);
-    return rc;
-}
-
-static ENGINE_ERROR_CODE del(mh_conn *c, const char *key, uint64_t cas) {
-#ifdef MCB_ENGINE_PU
-    return V->remove(H, c, key, strlen(key), cas, 0);
-#else
-    uint64_t inout = cas;
-    return V->remove(H, c, key, strlen(key), &inout, 0);
-#endif
-}
-
 static ENGINE_ERROR_CODE arith(mh_conn *c, const char *key, bool incr, bool create,
                                uint64_t delta, uint64_t initial, uint64_t *result,
                                uint64_t *cas) {
