@@ -11,5 +11,6 @@ pub mod abi;
 pub mod boundary;
 pub mod bucket_engine;
 pub mod engine_lib;
+mod host_api;
 pub mod storage;
 mod wire;

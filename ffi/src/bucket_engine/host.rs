@@ -8,18 +8,10 @@
 
 use super::conn;
 use crate::abi::*;
-use std::ffi::{c_char, c_int, c_void, CString};
+use crate::host_api::{self, Logger};
+pub(crate) use crate::host_api::{c_str, BadHost};
+use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
-
-/// Why the host's server API could not be used.
-#[derive(Debug)]
-pub(crate) struct BadHost(&'static str);
-
-impl std::fmt::Display for BadHost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
 
 /// The host's tables (copies) and the tables our own engines get.
 pub(crate) struct Host {
@@ -27,7 +19,7 @@ pub(crate) struct Host {
     stat: SERVER_STAT_API,
     callback: SERVER_CALLBACK_API,
     cookie: SERVER_COOKIE_API,
-    logger: *mut EXTENSION_LOGGER_DESCRIPTOR,
+    logger: Logger,
     /// What engines loaded by the bucket engine get from `get_server_api`; its table pointers
     /// point at the `inner_*` fields below (the struct lives in a leaked box, so they stay put).
     inner: SERVER_HANDLE_V1,
@@ -88,11 +80,8 @@ impl Host {
                 "the server API lacks a function the bucket engine needs",
             ));
         }
-        let logger = match extension.get_extension {
-            // SAFETY: a host function from a checked table; EXTENSION_LOGGER is a valid type.
-            Some(get) => unsafe { get(EXTENSION_LOGGER) }.cast::<EXTENSION_LOGGER_DESCRIPTOR>(),
-            None => ptr::null_mut(),
-        };
+        // SAFETY: the caller's contract covers the extension table too.
+        let logger = unsafe { Logger::of(top.extension) };
         let host = Box::leak(Box::new(Host {
             core,
             stat,
@@ -144,16 +133,7 @@ impl Host {
 
     /// Logs `message` through the host's logger extension (stderr if it has none).
     pub(crate) fn log(&self, level: EXTENSION_LOG_LEVEL, message: &str) {
-        let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
-        // SAFETY: `logger` came from the host's get_extension(EXTENSION_LOGGER); when not NULL
-        // it points at a descriptor that lives as long as the host. "%s" with one C string
-        // matches the variadic contract.
-        let logger = unsafe { self.logger.as_ref() };
-        match logger.and_then(|l| l.log) {
-            // SAFETY: see above; `text` outlives the call.
-            Some(log) => unsafe { log(level, ptr::null(), c"%s".as_ptr(), text.as_ptr()) },
-            None => eprintln!("bucket_engine: {message}"),
-        }
+        self.logger.log(level, message);
     }
 
     /// The host's clock (seconds since it started).
@@ -162,17 +142,13 @@ impl Host {
         self.core.get_current_time.map_or(0, |f| unsafe { f() })
     }
 
-    /// Parses `config` into `items` (NULL-key terminated) with the host's `parse_config`.
+    /// Parses `config` into `items` with the host's `parse_config`.
     ///
     /// # Safety
-    /// `items` follows `parse_config`'s contract: a table ending in a NULL key whose value
-    /// pointers point at live storage of the item's datatype.
-    pub(crate) unsafe fn parse_config(&self, config: &CString, items: &mut [config_item]) -> c_int {
-        debug_assert!(items.last().is_some_and(|i| i.key.is_null()));
-        let parse = self.core.parse_config.expect("checked at adopt");
-        // SAFETY: `config` is NUL-terminated; `items` per the caller; a NULL error stream
-        // makes the host keep quiet (we log ourselves).
-        unsafe { parse(config.as_ptr(), items.as_mut_ptr(), ptr::null_mut()) }
+    /// As [`crate::host_api::parse_config`].
+    pub(crate) unsafe fn parse_config(&self, config: &CStr, items: &mut [config_item]) -> c_int {
+        // SAFETY: the caller's contract.
+        unsafe { host_api::parse_config(&self.core, config, items) }
     }
 
     /// The host's per-connection slot (where our connection state lives).
@@ -265,19 +241,6 @@ impl Host {
             unsafe { release(stats) }
         }
     }
-}
-
-/// A C string from the host as an owned Rust string (lossy), or `None` for NULL.
-///
-/// # Safety
-/// `s` is NULL or points at a NUL-terminated string valid for the duration of the call.
-pub(crate) unsafe fn c_str(s: *const c_char) -> Option<String> {
-    if s.is_null() {
-        return None;
-    }
-    // SAFETY: the caller's contract.
-    let bytes = unsafe { std::ffi::CStr::from_ptr(s) };
-    Some(bytes.to_string_lossy().into_owned())
 }
 
 /// Engines may not register extensions (the seed's rule): they would outlive their bucket.

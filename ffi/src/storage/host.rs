@@ -3,24 +3,15 @@
 //! never keep a pointer into host memory we did not check.
 
 use crate::abi::*;
+use crate::host_api::{self, Logger};
+pub(crate) use crate::host_api::{c_str, BadHost};
 use mcb_core::store::{Clock, RelTime};
-use std::ffi::{c_char, c_int, CStr, CString};
-use std::ptr;
-
-/// Why the host's server API could not be used.
-#[derive(Debug)]
-pub(crate) struct BadHost(&'static str);
-
-impl std::fmt::Display for BadHost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
+use std::ffi::{c_int, CStr};
 
 /// Copies of the host's tables the engine calls.
 pub(crate) struct HostApi {
     core: SERVER_CORE_API,
-    logger: *mut EXTENSION_LOGGER_DESCRIPTOR,
+    logger: Logger,
 }
 
 impl HostApi {
@@ -46,35 +37,14 @@ impl HostApi {
                 "the server's core API lacks parse_config or get_current_time",
             ));
         }
-        // SAFETY: as above.
-        let extension = unsafe { top.extension.as_ref() };
-        let logger = match extension.and_then(|e| e.get_extension) {
-            // SAFETY: a host function from a checked table; EXTENSION_LOGGER is a valid type.
-            Some(get) => unsafe { get(EXTENSION_LOGGER) }.cast::<EXTENSION_LOGGER_DESCRIPTOR>(),
-            None => ptr::null_mut(),
-        };
+        // SAFETY: as above, for the extension table.
+        let logger = unsafe { Logger::of(top.extension) };
         Ok(Self { core, logger })
     }
 
     /// Logs a warning through the host's logger extension (stderr if it has none).
     pub(crate) fn log(&self, message: &str) {
-        let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
-        // SAFETY: `logger` came from the host's get_extension(EXTENSION_LOGGER); when not NULL
-        // it points at a descriptor that lives as long as the host.
-        let logger = unsafe { self.logger.as_ref() };
-        match logger.and_then(|l| l.log) {
-            // SAFETY: "%s" with one NUL-terminated string matches the variadic contract; `text`
-            // outlives the call.
-            Some(log) => unsafe {
-                log(
-                    EXTENSION_LOG_WARNING,
-                    ptr::null(),
-                    c"%s".as_ptr(),
-                    text.as_ptr(),
-                )
-            },
-            None => eprintln!("{message}"),
-        }
+        self.logger.log(EXTENSION_LOG_WARNING, message);
     }
 
     /// The host's clock, for the store.
@@ -93,17 +63,13 @@ impl HostApi {
         }
     }
 
-    /// Parses `config` into `items` (NULL-key terminated) with the host's `parse_config`.
+    /// Parses `config` into `items` with the host's `parse_config`.
     ///
     /// # Safety
-    /// `items` follows `parse_config`'s contract: a table ending in a NULL key whose value
-    /// pointers point at live storage of the item's datatype.
+    /// As [`crate::host_api::parse_config`].
     pub(crate) unsafe fn parse_config(&self, config: &CStr, items: &mut [config_item]) -> c_int {
-        debug_assert!(items.last().is_some_and(|i| i.key.is_null()));
-        let parse = self.core.parse_config.expect("checked at copy");
-        // SAFETY: `config` is NUL-terminated; `items` per the caller; a NULL error stream
-        // makes the host keep quiet (we log ourselves).
-        unsafe { parse(config.as_ptr(), items.as_mut_ptr(), ptr::null_mut()) }
+        // SAFETY: the caller's contract.
+        unsafe { host_api::parse_config(&self.core, config, items) }
     }
 }
 
@@ -115,16 +81,4 @@ impl Clock for HostClock {
         // SAFETY: the host's own function, checked at copy; it takes no argument.
         unsafe { (self.0)() }
     }
-}
-
-/// A C string from the host as an owned Rust string (lossy), or `None` for NULL.
-///
-/// # Safety
-/// `s` is NULL or points at a NUL-terminated string valid for the duration of the call.
-pub(crate) unsafe fn c_str(s: *const c_char) -> Option<String> {
-    if s.is_null() {
-        return None;
-    }
-    // SAFETY: the caller's contract.
-    Some(unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned())
 }
