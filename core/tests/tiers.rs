@@ -427,11 +427,14 @@ fn purge_is_per_name_and_flush_expired_frees_stale_entries() {
         ttl: Some(Duration::from_secs(1)),
         ..CallOptions::default()
     };
+    // "old" first: a write invalidates the L1 copies of every key in its generation stripe, and
+    // with random hash keys "old" may share "k"'s stripe, which would turn the L1 hit below into
+    // an L2 hit.
+    b.set(b"old", &short, Some("b".into())).unwrap();
     a.set(b"k", &CallOptions::default(), Some("a".into()))
         .unwrap();
     b.set(b"k", &CallOptions::default(), Some("b".into()))
         .unwrap();
-    b.set(b"old", &short, Some("b".into())).unwrap();
     clock.advance(Duration::from_secs(2));
     a.purge(false);
     assert_eq!(get(&a, "k", NONE), Ok((None, Level::Miss)));
