@@ -1,12 +1,14 @@
 /*
  * commands.h: the engine calls memcached makes for one command (store, get, delete), checking
- * what the engine hands back on the way. Shared by the conformance programs: include it after
+ * what the engine hands back on the way, and the check that an engine library's
+ * create_instance speaks interface 1 only. Shared by the conformance programs: include it after
  * declaring the engine under test as `static ENGINE_HANDLE *H; static ENGINE_HANDLE_V1 *V;`,
  * and after check.h.
  */
 #ifndef MCB_COMMANDS_H
 #define MCB_COMMANDS_H
 
+#include <dlfcn.h>
 #include <string.h>
 
 static ENGINE_ERROR_CODE store(mh_conn *c, const char *key, const char *val, uint32_t flags,
@@ -64,6 +66,26 @@ static ENGINE_ERROR_CODE del(mh_conn *c, const char *key, uint64_t cas) {
     uint64_t inout = cas;
     return V->remove(H, c, key, strlen(key), &inout, 0);
 #endif
+}
+
+
+/* create_instance of the library at `path` refuses any interface but 1, creating nothing. */
+static void check_only_interface_1(const char *path) {
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    CHECK(dl != NULL);
+    if (dl == NULL) {
+        return;
+    }
+    void *sym = dlsym(dl, "create_instance");
+    CHECK(sym != NULL);
+    if (sym != NULL) {
+        CREATE_INSTANCE create;
+        memcpy(&create, &sym, sizeof(create));
+        ENGINE_HANDLE *h = NULL;
+        CHECK_EQ_INT(create(2, mh_get_server_api, &h), ENGINE_ENOTSUP);
+        CHECK(h == NULL);
+    }
+    dlclose(dl);
 }
 
 #endif /* MCB_COMMANDS_H */

@@ -92,21 +92,7 @@ static void test_load_failures(void) {
     CHECK(strstr(err, "initialize") != NULL);
     CHECK(mh_engine_load(engine_path, "cache_size=lots", err, sizeof(err)) == NULL);
 
-    /* create_instance only speaks interface 1. */
-    void *dl = dlopen(engine_path, RTLD_NOW | RTLD_LOCAL);
-    CHECK(dl != NULL);
-    if (dl != NULL) {
-        void *sym = dlsym(dl, "create_instance");
-        CHECK(sym != NULL);
-        if (sym != NULL) {
-            CREATE_INSTANCE create;
-            memcpy(&create, &sym, sizeof(create));
-            ENGINE_HANDLE *h = NULL;
-            CHECK_EQ_INT(create(2, mh_get_server_api, &h), ENGINE_ENOTSUP);
-            CHECK(h == NULL);
-        }
-        dlclose(dl);
-    }
+    check_only_interface_1(engine_path);
 }
 
 static void test_info(void) {

@@ -389,21 +389,7 @@ static void test_configuration_keys(void) {
     if (e != NULL) {
         mh_engine_unload(e, false);
     }
-    /* create_instance only speaks interface 1. */
-    void *dl = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
-    CHECK(dl != NULL);
-    if (dl != NULL) {
-        void *sym = dlsym(dl, "create_instance");
-        CHECK(sym != NULL);
-        if (sym != NULL) {
-            CREATE_INSTANCE create;
-            memcpy(&create, &sym, sizeof(create));
-            ENGINE_HANDLE *h = NULL;
-            CHECK_EQ_INT(create(2, mh_get_server_api, &h), ENGINE_ENOTSUP);
-            CHECK(h == NULL);
-        }
-        dlclose(dl);
-    }
+    check_only_interface_1(lib_path);
 }
 
 static void test_info(void) {
