@@ -144,11 +144,6 @@ impl<V: Env> Registry<V> {
         &self.inner.config
     }
 
-    /// The environment (engine loader and host notifications).
-    pub fn env(&self) -> &V {
-        &self.inner.env
-    }
-
     /// The unnamed default bucket, if configured (used by connections attached to no bucket).
     pub fn default_bucket(&self) -> Option<&Arc<Handle<V::Engine>>> {
         self.inner.default.as_ref()

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 /// Largest admin body accepted (the seed's "64k ought to be enough").
 const MAX_ADMIN_BODY: usize = 1 << 16;
 
-fn is_admin(opcode: u8) -> bool {
+fn is_admin_opcode(opcode: u8) -> bool {
     matches!(
         opcode,
         CREATE_BUCKET
@@ -55,14 +55,6 @@ fn invalid(response: ADD_RESPONSE, cookie: *const c_void) -> ENGINE_ERROR_CODE {
     )
 }
 
-/// Whether `cookie` is authenticated as the configured admin user.
-fn is_admin_user(running: &Running, cookie: *const c_void) -> bool {
-    match &running.registry.config().admin {
-        Some(admin) => running.host.username(cookie).as_deref() == Some(admin.as_str()),
-        None => false,
-    }
-}
-
 pub(crate) unsafe extern "C" fn unknown_command(
     _handle: *mut ENGINE_HANDLE,
     cookie: *const c_void,
@@ -78,12 +70,12 @@ pub(crate) unsafe extern "C" fn unknown_command(
         }
         // SAFETY: memcached hands us at least the header.
         let opcode = unsafe { (*request).request.opcode };
-        if !is_admin(opcode) {
+        if !is_admin_opcode(opcode) {
             // SAFETY: memcached hands us the whole packet.
             let key = unsafe { parse(request, usize::MAX) }.ok().map(|p| p.key);
             return proxy(cookie, request, response, key);
         }
-        if !is_admin_user(running, cookie) {
+        if !running.is_admin(cookie) {
             return ENGINE_ENOTSUP; // the seed's answer to everyone else
         }
         // SAFETY: memcached hands us the whole packet.

@@ -45,6 +45,17 @@ pub(crate) struct Running {
     pub(crate) registry: Registry<DlEnv>,
 }
 
+impl Running {
+    /// Whether `cookie` is authenticated as the configured admin user (admin commands, `stats
+    /// bucket`).
+    pub(crate) fn is_admin(&self, cookie: *const c_void) -> bool {
+        match &self.registry.config().admin {
+            Some(admin) => self.host.username(cookie).as_deref() == Some(admin.as_str()),
+            None => false,
+        }
+    }
+}
+
 // SAFETY: `v1` and `info` are immutable tables of function pointers and static strings; `host`
 // is Sync; `running` is an atomic pointer to Sync data.
 unsafe impl Sync for BucketEngine {}

@@ -3,18 +3,11 @@
 //! stats objects for `get_stats_struct` and `aggregate_stats`.
 
 use super::calls::proxied;
-use super::{conn, instance, Running};
+use super::{conn, instance};
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire::add_stat as add;
 use std::ffi::{c_char, c_int, c_void};
-
-fn is_admin_user(running: &Running, cookie: *const c_void) -> bool {
-    match &running.registry.config().admin {
-        Some(admin) => running.host.username(cookie).as_deref() == Some(admin.as_str()),
-        None => false,
-    }
-}
 
 pub(crate) unsafe extern "C" fn get_stats(
     _handle: *mut ENGINE_HANDLE,
@@ -34,7 +27,7 @@ pub(crate) unsafe extern "C" fn get_stats(
             Ok(n) => unsafe { std::slice::from_raw_parts(stat_key.cast::<u8>(), n) },
         };
         if key == b"bucket" {
-            if !is_admin_user(running, cookie) {
+            if !running.is_admin(cookie) {
                 return ENGINE_FAILED;
             }
             for (name, state) in running.registry.states() {
