@@ -59,9 +59,9 @@ pub mod atomic {
 /// Threads.
 pub mod thread {
     #[cfg(mcb_loom)]
-    pub use loom::thread::{spawn, yield_now, JoinHandle};
+    pub use loom::thread::{spawn, JoinHandle};
     #[cfg(not(mcb_loom))]
-    pub use std::thread::{spawn, yield_now, JoinHandle};
+    pub use std::thread::{spawn, JoinHandle};
 
     /// Whether the thread has ended (so its handle can be dropped without joining). loom's
     /// handles cannot tell: there it says no, and the handle waits for its join.
