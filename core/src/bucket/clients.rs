@@ -3,38 +3,35 @@
 //!
 //! The seed keeps one `clients` integer per bucket that every call on every core increments and
 //! decrements: under load that line bounces between all cores. Here each thread counts on its
-//! own stripe (chosen by [`thread_index`]) and the rare reader, the leaver that may have to stop
+//! own stripe (a [`Striped`] counter) and the rare reader, the leaver that may have to stop
 //! the bucket, sums the stripes. A lease remembers its stripe, so each stripe only ever goes up
 //! by one and later down by the same one: every stripe is individually a non-negative count, and
 //! a sum of zero read after the state became STOPPING therefore proves nobody who saw RUNNING is
 //! still inside (the argument is written out in `handle.rs`).
 
 use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::{mutant, stripe_count, thread_index};
-use crossbeam_utils::CachePadded;
+use crate::sync::{mutant, Striped};
 
 /// Calls in flight, one padded counter per stripe.
 #[derive(Debug)]
 pub(crate) struct Clients {
-    stripes: Box<[CachePadded<AtomicUsize>]>,
+    stripes: Striped<AtomicUsize>,
 }
 
 impl Clients {
     pub(crate) fn new() -> Self {
         Self {
-            stripes: (0..stripe_count())
-                .map(|_| CachePadded::new(AtomicUsize::new(0)))
-                .collect(),
+            stripes: Striped::new(|| AtomicUsize::new(0)),
         }
     }
 
     /// Counts the caller in on its stripe; returns the stripe to [`Clients::leave`] from.
     #[inline]
     pub(crate) fn enter(&self) -> usize {
-        let stripe = thread_index() & (self.stripes.len() - 1);
+        let stripe = self.stripes.own_index();
         // SeqCst: the store half of the Dekker handshake with `request_stop`'s state CAS; the
         // caller's next SeqCst state load must not be ordered before this increment.
-        self.stripes[stripe].fetch_add(1, Ordering::SeqCst);
+        self.stripes.get(stripe).fetch_add(1, Ordering::SeqCst);
         stripe
     }
 
@@ -43,7 +40,7 @@ impl Clients {
     pub(crate) fn leave(&self, stripe: usize) {
         // SeqCst: the leaver then loads the state and sums the stripes; whoever sums after
         // this decrement in the single total order must see it (no missed last leaver).
-        let before = self.stripes[stripe].fetch_sub(1, Ordering::SeqCst);
+        let before = self.stripes.get(stripe).fetch_sub(1, Ordering::SeqCst);
         debug_assert!(before > 0, "leave without enter");
     }
 
@@ -51,7 +48,7 @@ impl Clients {
     /// caller's stripe (used only by the deliberately broken variant the models must catch).
     pub(crate) fn is_idle(&self, own: usize) -> bool {
         if mutant::active(mutant::Mutant::LeaveReadsOwnStripeOnly) {
-            return self.stripes[own].load(Ordering::SeqCst) == 0;
+            return self.stripes.get(own).load(Ordering::SeqCst) == 0;
         }
         // SeqCst: these loads follow the caller's SeqCst state load in the total order, so each
         // sees every increment of a client that saw RUNNING (see `handle.rs`).

@@ -8,11 +8,10 @@ use super::namespace::Namespace;
 use super::options::{CallOptions, Options, Resolved};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::mutant::{self, Mutant};
-use crate::sync::{Arc, Mutex, PayloadArc};
-use crossbeam_utils::CachePadded;
+use crate::sync::time::Duration;
+use crate::sync::{thread, Arc, Mutex, PayloadArc, Striped};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
-use std::time::Duration;
 
 /// Where a value came from (the seed's `hit_lvl`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,7 +119,8 @@ pub struct Cache<T> {
     ns: Arc<Namespace>,
     /// The separate store for cached misses, and this cache's namespace there.
     misses: Option<(PayloadArc<L2<T>>, Arc<Namespace>)>,
-    l1: Box<[CachePadded<Mutex<L1<T>>>]>,
+    /// The L1s: one per stripe of threads (threads beyond `l1_slots` share one).
+    l1: Striped<Mutex<L1<T>>>,
     opts: Options<T>,
     warnings: AtomicU64,
 }
@@ -162,9 +162,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
                 (m, ns)
             }),
             l2,
-            l1: (0..opts.l1_slots)
-                .map(|_| CachePadded::new(Mutex::new(L1::new(opts.l1_capacity))))
-                .collect(),
+            l1: Striped::with_stripes(opts.l1_slots, || Mutex::new(L1::new(opts.l1_capacity))),
             opts,
             warnings: AtomicU64::new(0),
         })
@@ -236,7 +234,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
                 *result = Some(self.load(key, pending, loader));
             }
         };
-        std::thread::scope(|scope| {
+        thread::scope(|scope| {
             let mut chunks = jobs.chunks_mut(per_thread);
             let mine = chunks.next();
             for chunk in chunks {
@@ -334,7 +332,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     fn with_l1<R>(&self, f: impl FnOnce(&mut L1<T>) -> R) -> R {
-        f(&mut self.l1[crate::sync::thread_index() % self.l1.len()].lock())
+        f(&mut self.l1.own().lock())
     }
 
     fn warn(&self) {
