@@ -19,6 +19,7 @@ mod l1;
 mod l2;
 mod namespace;
 mod options;
+#[allow(unsafe_code)] // the policy's handles on L2 nodes (`Tracked::freq`)
 mod s3fifo;
 
 pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek};

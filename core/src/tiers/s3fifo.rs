@@ -20,7 +20,12 @@ const NIL: u32 = u32::MAX;
 
 /// What the policy holds for each entry: a handle whose frequency readers bump.
 pub(crate) trait Tracked: Copy {
-    fn freq(&self) -> &AtomicU8;
+    /// The entry's read frequency.
+    ///
+    /// # Safety
+    /// The entry the handle points to must be live for the returned borrow. A [`Policy`] calls
+    /// this only on handles it holds, which [`Policy::insert`]'s contract keeps live.
+    unsafe fn freq(&self) -> &AtomicU8;
 }
 
 /// Counts a read of an entry (saturating at [`MAX_FREQ`]).
@@ -120,7 +125,11 @@ impl<P: Tracked> Policy<P> {
     }
 
     /// Admits an entry (room must have been made): to main if its hash is a ghost, else small.
-    pub(crate) fn insert(&mut self, item: P, hash: u64, weight: usize) -> u32 {
+    ///
+    /// # Safety
+    /// `item` must stay valid for [`Tracked::freq`] until it leaves the policy, through
+    /// [`Policy::remove`] or as the return value of [`Policy::evict`].
+    pub(crate) unsafe fn insert(&mut self, item: P, hash: u64, weight: usize) -> u32 {
         let queue = if self.ghost_counts.contains_key(&hash) {
             Queue::Main
         } else {
@@ -179,7 +188,8 @@ impl<P: Tracked> Policy<P> {
                 return None;
             }
             let slot = &self.slots[index as usize];
-            let freq = slot.item.as_ref().expect("linked").freq();
+            // SAFETY: the item is still in the policy, so `insert`'s caller keeps it valid.
+            let freq = unsafe { slot.item.as_ref().expect("linked").freq() };
             // Relaxed: see `touch`.
             let seen = freq.load(Ordering::Relaxed);
             if seen == 0 {
@@ -280,9 +290,15 @@ mod tests {
     struct Item(&'static AtomicU8);
 
     impl Tracked for Item {
-        fn freq(&self) -> &AtomicU8 {
+        unsafe fn freq(&self) -> &AtomicU8 {
             self.0
         }
+    }
+
+    /// Test items are leaked, so valid forever.
+    fn insert(policy: &mut Policy<Item>, item: Item, hash: u64, weight: usize) -> u32 {
+        // SAFETY: a leaked item is valid for the rest of the process.
+        unsafe { policy.insert(item, hash, weight) }
     }
 
     fn item() -> Item {
@@ -294,8 +310,8 @@ mod tests {
         let mut policy = Policy::new(100);
         let hot: Vec<Item> = (0..5).map(|_| item()).collect();
         for (h, it) in hot.iter().enumerate() {
-            policy.insert(*it, h as u64, 10);
-            touch(it.freq());
+            insert(&mut policy, *it, h as u64, 10);
+            touch(it.0);
         }
         // A scan of 20 one-hit entries, each evicting as needed.
         for h in 100..120 {
@@ -306,7 +322,7 @@ mod tests {
                     "hot entry evicted"
                 );
             }
-            policy.insert(item(), h, 10);
+            insert(&mut policy, item(), h, 10);
         }
         assert!(policy.used() <= policy.capacity());
     }
@@ -314,12 +330,12 @@ mod tests {
     #[test]
     fn a_ghost_hit_goes_straight_to_main_and_removal_frees_bytes() {
         let mut policy = Policy::new(20);
-        policy.insert(item(), 1, 10);
-        policy.insert(item(), 2, 10);
+        insert(&mut policy, item(), 1, 10);
+        insert(&mut policy, item(), 2, 10);
         policy
             .evict()
             .expect("evicts hash 1 from small into the ghost");
-        let index = policy.insert(item(), 1, 10);
+        let index = insert(&mut policy, item(), 1, 10);
         assert_eq!(policy.slots[index as usize].queue, Queue::Main);
         policy.remove(index);
         assert_eq!(policy.used(), 10);
