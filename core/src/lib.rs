@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod bucket;
+mod linked_slab;
 pub mod store;
 pub mod sync;
 pub mod tiers;

@@ -327,6 +327,22 @@ impl<T: Send + Sync + 'static> Cache<T> {
         self.with_l1(|l1| l1.sweep(|stripe| self.ns.generation(stripe)));
     }
 
+    /// For property tests: checks the invariants of every L1 (see `L1::validate`) and of the
+    /// L2 stores (see [`L2::validate`]).
+    ///
+    /// # Panics
+    /// On the first broken invariant.
+    #[doc(hidden)]
+    pub fn validate(&self) {
+        for l1 in self.l1.iter() {
+            l1.lock().validate();
+        }
+        self.l2.validate();
+        if let Some((misses, _)) = &self.misses {
+            misses.validate();
+        }
+    }
+
     fn now(&self) -> u64 {
         self.opts.clock.now_ms()
     }

@@ -1,8 +1,8 @@
 //! Milliseconds since the clock was made: the one time source of a cache.
 
 use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::sync::Arc;
 use crate::sync::time::{self, Duration, Instant};
+use crate::sync::Arc;
 
 /// Where a cache reads the time: the system's monotonic clock, or a hand-moved one for tests.
 #[derive(Clone, Debug)]

@@ -8,9 +8,9 @@
 
 use super::error::Error;
 use super::options::LockOptions;
+use crate::sync::time::{self, Duration};
 use crate::sync::{Arc, Condvar, Mutex};
 use std::collections::HashMap;
-use crate::sync::time::{self, Duration};
 
 const SHARDS: usize = 16;
 

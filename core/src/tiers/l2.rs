@@ -239,6 +239,32 @@ impl<T: Send + Sync + 'static> L2<T> {
             .sum()
     }
 
+    /// For property tests: checks every shard's eviction policy (its linked lists and byte
+    /// counts) and that it tracks exactly the nodes linked in the shard's buckets.
+    ///
+    /// # Panics
+    /// On the first broken invariant.
+    #[doc(hidden)]
+    pub fn validate(&self) {
+        for shard in self.shards.iter() {
+            let policy = shard.policy.lock();
+            policy.validate();
+            let guard = self.domain.pin();
+            let mut linked = 0;
+            for bucket in shard.buckets.iter() {
+                // Acquire: as in `find`.
+                let mut cur = bucket.load(Ordering::Acquire, &guard);
+                // SAFETY: as in `insert` (the shard lock is held).
+                while let Some(node) = unsafe { cur.as_ref() } {
+                    linked += 1;
+                    // Acquire: as in `find`.
+                    cur = node.next.load(Ordering::Acquire, &guard);
+                }
+            }
+            assert_eq!(policy.len(), linked, "policy and buckets disagree");
+        }
+    }
+
     /// Frees what this store retired as far as the epoch collector can now: for shutdown, when
     /// no other thread reads the store, so that a leak checker finds nothing left behind.
     pub fn reclaim(&self) {
