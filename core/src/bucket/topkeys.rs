@@ -13,7 +13,7 @@
 //!   always equalled its `ctime`, against the field's own comment ("last accessed").
 //! - An empty key is ignored (the seed asserted `nkey > 0`).
 //!
-//! Each shard is a [`LinkedSlab`] of entries on one LRU list plus a hash index from key to slot:
+//! Each shard is a `LinkedSlab` of entries on one LRU list plus a hash index from key to slot:
 //! a hit moves an entry to the front without allocating, a new key when full reuses the least
 //! recently used entry's slot.
 

@@ -1,7 +1,7 @@
 //! memcached's item semantics over the shared cache tier: the store behind the built-in storage
 //! engine, in plain Rust (`ffi::storage` maps memcached's engine interface onto it).
 //!
-//! - Items live in an [`L2`](crate::tiers::L2): reads take no lock (crossbeam-epoch), writes
+//! - Items live in an [`L2`]: reads take no lock (crossbeam-epoch), writes
 //!   take their key's shard lock, eviction is S3-FIFO, so an item read recently outlives
 //!   untouched items stored before it and the oldest untouched items go first.
 //! - Every write that depends on what a key holds (ADD, REPLACE, APPEND, PREPEND, CAS, remove

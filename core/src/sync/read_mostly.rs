@@ -1,9 +1,9 @@
 //! A read-mostly value: readers take only their own stripe's lock, writers replace every stripe.
 //!
 //! The scheme of a distributed reader lock ("brlock", as Linux had): each stripe holds a copy of
-//! the same `Arc<T>` behind its own mutex, and a thread reads through the stripe of its
-//! stripe (a [`Striped`] value), so readers on different threads never share a written cache line and never
-//! wait for each other. A writer (writers are serialised by their caller) swaps the new value
+//! the same `Arc<T>` behind its own mutex (a [`Striped`] value), and a thread reads through its
+//! own stripe, so readers on different threads never share a written cache line and never wait
+//! for each other. A writer (writers are serialised by their caller) swaps the new value
 //! into each stripe in turn; a reader sees the old value or the new one, and once the writer
 //! has passed every stripe, only the new one. The old value is freed when the last stripe lets
 //! go of it: no deferred reclamation, so nothing is left behind for a leak checker at exit.

@@ -19,7 +19,7 @@ use std::panic::{self, AssertUnwindSafe};
 pub enum Level {
     /// Not found and no loader to ask.
     Miss = -1,
-    /// This thread's L1.
+    /// This thread's L1 (the one of its stripe).
     L1 = 1,
     /// The shared L2.
     L2 = 2,
@@ -112,8 +112,9 @@ impl<T> fmt::Debug for BulkOp<'_, T> {
     }
 }
 
-/// A multi-level cache: L1 per thread, L2 shared by every cache on the same [`L2`] (isolated
-/// by name), L3 a loader run by one caller at a time per key.
+/// A multi-level cache: an L1 per stripe of threads (a thread's L1 is its stripe's), L2 shared
+/// by every cache on the same [`L2`] (isolated by name), L3 a loader run by one caller at a time
+/// per key.
 pub struct Cache<T> {
     l2: PayloadArc<L2<T>>,
     ns: Arc<Namespace>,

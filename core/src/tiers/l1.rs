@@ -1,4 +1,5 @@
-//! L1: a fixed-capacity LRU private to one thread (the seed's per-worker lua-resty-lrucache).
+//! L1: a fixed-capacity LRU for one stripe of threads (the seed's per-worker lua-resty-lrucache;
+//! threads, unlike nginx workers, can outnumber the stripes and then share one).
 //!
 //! An index-linked slab (recency list threaded through slot indices) plus a hash index, both
 //! sized on first use: a hit allocates nothing, and neither does a promotion once full, since
