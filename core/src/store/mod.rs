@@ -380,7 +380,9 @@ impl Store {
         !(flush_at != 0 && flush_at <= now && item.stored_at() < flush_at)
     }
 
-    /// The live item of `key` (memcached's `get`): no lock, no allocation.
+    /// The live item of `key` (memcached's `get`). Finding a live item (or none) takes no lock
+    /// and allocates nothing; finding an expired or flushed one takes its key's shard lock once,
+    /// to take the memory back.
     pub fn get(&self, key: &[u8]) -> Option<ItemRef> {
         let found = self
             .l2
