@@ -305,10 +305,6 @@ pub(crate) mod epoch {
     }
 
     impl Domain {
-        pub fn new() -> Self {
-            Self::default()
-        }
-
         /// Frees what this domain retired as far as the collector can now (used at shutdown,
         /// when no other thread is pinned, so a leak checker sees nothing left). Under loom it
         /// does nothing: the domain's own collector frees everything when the domain drops, and
@@ -325,7 +321,7 @@ pub(crate) mod epoch {
         /// A domain for structures pinned several times per operation. Under loom it keeps one
         /// participant per model thread (made on the thread's first pin), which saves every
         /// pin a participant list insertion and removal for loom to explore; the domain must
-        /// then be dropped inside the model. In std builds, the same as [`Domain::new`].
+        /// then be dropped inside the model. In std builds, `Domain::default()`.
         pub fn per_thread() -> Self {
             #[cfg(mcb_loom)]
             {
@@ -336,7 +332,7 @@ pub(crate) mod epoch {
             }
             #[cfg(not(mcb_loom))]
             {
-                Self::new()
+                Self::default()
             }
         }
 
