@@ -31,7 +31,7 @@ impl Clients {
         let stripe = self.stripes.own_index();
         // SeqCst: the store half of the Dekker handshake with `request_stop`'s state CAS; the
         // caller's next SeqCst state load must not be ordered before this increment.
-        self.stripes.get(stripe).fetch_add(1, Ordering::SeqCst);
+        self.stripes[stripe].fetch_add(1, Ordering::SeqCst);
         stripe
     }
 
@@ -40,7 +40,7 @@ impl Clients {
     pub(crate) fn leave(&self, stripe: usize) {
         // SeqCst: the leaver then loads the state and sums the stripes; whoever sums after
         // this decrement in the single total order must see it (no missed last leaver).
-        let before = self.stripes.get(stripe).fetch_sub(1, Ordering::SeqCst);
+        let before = self.stripes[stripe].fetch_sub(1, Ordering::SeqCst);
         debug_assert!(before > 0, "leave without enter");
     }
 
@@ -48,7 +48,7 @@ impl Clients {
     /// caller's stripe (used only by the deliberately broken variant the models must catch).
     pub(crate) fn is_idle(&self, own: usize) -> bool {
         if mutant::active(mutant::Mutant::LeaveReadsOwnStripeOnly) {
-            return self.stripes.get(own).load(Ordering::SeqCst) == 0;
+            return self.stripes[own].load(Ordering::SeqCst) == 0;
         }
         // SeqCst: these loads follow the caller's SeqCst state load in the total order, so each
         // sees every increment of a client that saw RUNNING (see `handle.rs`).

@@ -8,6 +8,7 @@
 
 use super::{cpu_count, thread_index};
 use crossbeam_utils::CachePadded;
+use std::ops::Index;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -30,7 +31,7 @@ impl<T> Striped<T> {
         }
     }
 
-    /// The calling thread's stripe number, for [`Striped::get`].
+    /// The calling thread's stripe number (index the cell with it).
     #[inline]
     pub(crate) fn own_index(&self) -> usize {
         let (index, len) = (thread_index(), self.stripes.len());
@@ -44,18 +45,22 @@ impl<T> Striped<T> {
     /// The calling thread's stripe.
     #[inline]
     pub(crate) fn own(&self) -> &T {
-        self.get(self.own_index())
-    }
-
-    /// Stripe `index` (one [`Striped::own_index`] returned).
-    #[inline]
-    pub(crate) fn get(&self, index: usize) -> &T {
-        &self.stripes[index]
+        &self[self.own_index()]
     }
 
     /// Every stripe, in order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.stripes.iter().map(|stripe| &**stripe)
+    }
+}
+
+/// Stripe `index` (one [`Striped::own_index`] returned).
+impl<T> Index<usize> for Striped<T> {
+    type Output = T;
+
+    #[inline]
+    fn index(&self, index: usize) -> &T {
+        &self.stripes[index]
     }
 }
 
