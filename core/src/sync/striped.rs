@@ -78,6 +78,7 @@ mod tests {
             // Relaxed: one thread.
             striped.own().fetch_add(1, Ordering::Relaxed);
             assert_eq!(striped.own_index(), own, "stable for the thread");
+            // Relaxed: one thread.
             let counts: Vec<usize> = striped.iter().map(|s| s.load(Ordering::Relaxed)).collect();
             assert_eq!(counts.iter().sum::<usize>(), 1);
             assert_eq!(counts[own], 1);
