@@ -1,5 +1,8 @@
 //! One test per behaviour of the seed's API (and where we go beyond it), on a manual clock.
 
+// Tests drive the cache from real threads of their own; the rule is for the crate's code.
+#![allow(clippy::disallowed_methods)]
+
 use mcb_core::sync::atomic::{AtomicUsize, Ordering};
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::*;

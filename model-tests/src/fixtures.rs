@@ -5,6 +5,10 @@
 use mcb_core::bucket::{Engine, Env};
 use mcb_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use mcb_core::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long [`Events::wait_for`] waits before it fails the test (a hang, not a timing).
+const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Cookie type of the test engine: a connection number.
 pub type Cookie = u32;
@@ -23,6 +27,9 @@ pub struct Events {
     dropped: AtomicUsize,
     disconnects: AtomicUsize,
     notified: Mutex<Vec<Cookie>>,
+    /// Signalled after every event, for [`Events::wait_for`]. std's types, not the shim's: only
+    /// tests on real threads wait on it, and a loom model should not explore the signal.
+    signal: (std::sync::Mutex<()>, std::sync::Condvar),
 }
 
 impl Events {
@@ -49,6 +56,33 @@ impl Events {
     /// Cookies told that their delete completed, in order.
     pub fn notified(&self) -> Vec<Cookie> {
         self.notified.lock().clone()
+    }
+
+    /// Blocks until `done` holds, re-checking after every event; fails the test if that takes
+    /// longer than a hung thread would (`what` says what was awaited). Real threads only.
+    pub fn wait_for(&self, what: &str, done: impl Fn(&Self) -> bool) {
+        let (lock, signal) = &self.signal;
+        let mut guard = lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Checked under the signal's lock, which every event takes after it happened and before
+        // it signals: an event cannot slip between the check and the wait.
+        while !done(self) {
+            let (next, timeout) = signal
+                .wait_timeout(guard, PATIENCE)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            assert!(!timeout.timed_out(), "never happened: {what}");
+            guard = next;
+        }
+    }
+
+    /// Wakes [`Events::wait_for`] (after an event was recorded).
+    fn happened(&self) {
+        let (lock, signal) = &self.signal;
+        let _guard = lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        signal.notify_all();
     }
 }
 
@@ -91,6 +125,7 @@ impl Engine for TestEngine {
         let again = self.destroyed.swap(true, Ordering::SeqCst);
         assert!(!again, "engine destroyed twice");
         self.events.destroyed.fetch_add(1, Ordering::SeqCst);
+        self.events.happened();
     }
 
     fn disconnect(&self, _cookie: Cookie) {
@@ -102,6 +137,7 @@ impl Engine for TestEngine {
 impl Drop for TestEngine {
     fn drop(&mut self) {
         self.events.dropped.fetch_add(1, Ordering::SeqCst);
+        self.events.happened();
     }
 }
 
@@ -142,5 +178,7 @@ impl Env for TestEnv {
         let mut notified = self.events.notified.lock();
         assert!(!notified.contains(&cookie), "delete notified twice");
         notified.push(cookie);
+        drop(notified);
+        self.events.happened();
     }
 }

@@ -6,7 +6,6 @@ use mcb_core::bucket::{
     Config, Connection, CreateError, DeleteError, Fate, Registry, ReserveError, State,
 };
 use mcb_model_tests::fixtures::{TestEnv, FAILING_CONFIG, MISSING_ENGINE};
-use std::time::{Duration, Instant};
 
 fn registry(config: Config) -> (TestEnv, Registry<TestEnv>) {
     let env = TestEnv::new();
@@ -21,16 +20,12 @@ fn plain() -> (TestEnv, Registry<TestEnv>) {
     })
 }
 
-/// Waits (bounded) for the shutdown worker of a deleted bucket to notify `cookie`.
+/// Waits for the shutdown worker of a deleted bucket to notify `cookie`.
 fn wait_notified(env: &TestEnv, cookie: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !env.events().notified().contains(&cookie) {
-        assert!(
-            Instant::now() < deadline,
-            "delete of cookie {cookie} never completed"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    env.events()
+        .wait_for(&format!("delete of cookie {cookie} completes"), |events| {
+            events.notified().contains(&cookie)
+        });
 }
 
 #[test]
@@ -94,11 +89,14 @@ fn create_refuses_bad_names_duplicates_and_failing_engines() {
 fn delete_stops_notifies_unlinks_and_frees_the_name() {
     let (env, registry) = plain();
     let bucket = registry.create("a", "test.so", "").expect("create");
-    let handle = std::sync::Arc::clone(bucket.arc());
+    // Weak, so that the worker's drop of the handle frees it (and drops its engine).
+    let handle = std::sync::Arc::downgrade(bucket.arc());
     registry.delete("a", 42, true).expect("delete");
     assert!(bucket.force_shutdown());
     // Stopping: no new calls, not found, not listed, but a second delete is "not found".
-    assert!(registry.enter(&handle).is_none());
+    let strong = handle.upgrade().expect("our reference pins it");
+    assert!(registry.enter(&strong).is_none());
+    drop(strong);
     assert!(registry.find("a").is_none());
     assert!(registry.list().is_empty());
     assert_eq!(registry.delete("a", 43, false), Err(DeleteError::NotFound));
@@ -107,12 +105,14 @@ fn delete_stops_notifies_unlinks_and_frees_the_name() {
     // The name is free while our reference still pins the old handle, which is not freed.
     drop(registry.create("a", "test.so", "").expect("recreate"));
     assert_eq!(bucket.state(), State::Stopped);
+    assert_eq!(env.events().dropped(), 0, "freed while referenced");
     drop(bucket);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while handle.state() != State::Null {
-        assert!(Instant::now() < deadline, "worker never freed the bucket");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    // The worker frees the bucket once the last reference is gone: its engine is dropped.
+    env.events()
+        .wait_for("the worker frees the bucket", |events| {
+            events.dropped() == 1
+        });
+    assert!(handle.upgrade().is_none(), "freed, so nothing holds it");
 }
 
 #[test]
@@ -121,10 +121,13 @@ fn delete_waits_for_calls_in_flight() {
     let bucket = registry.create("a", "test.so", "").expect("create");
     let lease = registry.enter(bucket.arc()).expect("running");
     registry.delete("a", 1, false).expect("delete");
+    // The shutdown worker starts only when the last caller leaves STOPPING for STOPPED (the
+    // interleavings of that handshake are the loom models' job): while the call is inside, the
+    // bucket stays STOPPING, so nothing can have destroyed it, and the call still reaches it.
     assert_eq!(bucket.state(), State::Stopping);
-    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(lease.call(), 1, "the engine refuses calls after destroy");
+    assert_eq!(bucket.state(), State::Stopping);
     assert_eq!(env.events().destroyed(), 0, "destroyed with a call inside");
-    assert_eq!(lease.call(), 1);
     drop(lease);
     wait_notified(&env, 1);
     assert_eq!(env.events().destroyed(), 1);

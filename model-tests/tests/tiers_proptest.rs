@@ -2,6 +2,7 @@
 //! on its own thread, so each with its own L1), checked against a sequential model of the
 //! semantics: a get returns what the model's L2 holds while it is fresh, and runs the loader
 //! otherwise; a level-1 answer is only allowed if this worker read or wrote that very version.
+//! After every step the cache's structures pass their invariant walkers (`Cache::validate`).
 
 #![cfg(not(mcb_loom))]
 
@@ -222,6 +223,8 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 }
                 Op::Advance { ms } => clock.advance(Duration::from_millis(ms)),
             }
+            // Every L1's and the L2's linked lists, sizes and indexes after every step.
+            cache.validate();
         }
         Ok(())
     })

@@ -3,35 +3,32 @@
 //!
 //! The seed keeps one `clients` integer per bucket that every call on every core increments and
 //! decrements: under load that line bounces between all cores. Here each thread counts on its
-//! own stripe (chosen by [`thread_index`]) and the rare reader, the leaver that may have to stop
+//! own stripe (a [`Striped`] counter) and the rare reader, the leaver that may have to stop
 //! the bucket, sums the stripes. A lease remembers its stripe, so each stripe only ever goes up
 //! by one and later down by the same one: every stripe is individually a non-negative count, and
 //! a sum of zero read after the state became STOPPING therefore proves nobody who saw RUNNING is
 //! still inside (the argument is written out in `handle.rs`).
 
 use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::{mutant, stripe_count, thread_index};
-use crossbeam_utils::CachePadded;
+use crate::sync::{mutant, Striped};
 
 /// Calls in flight, one padded counter per stripe.
 #[derive(Debug)]
 pub(crate) struct Clients {
-    stripes: Box<[CachePadded<AtomicUsize>]>,
+    stripes: Striped<AtomicUsize>,
 }
 
 impl Clients {
     pub(crate) fn new() -> Self {
         Self {
-            stripes: (0..stripe_count())
-                .map(|_| CachePadded::new(AtomicUsize::new(0)))
-                .collect(),
+            stripes: Striped::new(|| AtomicUsize::new(0)),
         }
     }
 
     /// Counts the caller in on its stripe; returns the stripe to [`Clients::leave`] from.
     #[inline]
     pub(crate) fn enter(&self) -> usize {
-        let stripe = thread_index() & (self.stripes.len() - 1);
+        let stripe = self.stripes.own_index();
         // SeqCst: the store half of the Dekker handshake with `request_stop`'s state CAS; the
         // caller's next SeqCst state load must not be ordered before this increment.
         self.stripes[stripe].fetch_add(1, Ordering::SeqCst);

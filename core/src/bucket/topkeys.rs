@@ -13,10 +13,11 @@
 //!   always equalled its `ctime`, against the field's own comment ("last accessed").
 //! - An empty key is ignored (the seed asserted `nkey > 0`).
 //!
-//! Each shard is a slab of entries threaded on an index-linked LRU list plus a hash index from
-//! key to slot: a hit moves an entry to the front without allocating, a new key when full reuses
-//! the least recently used entry's slot.
+//! Each shard is a `LinkedSlab` of entries on one LRU list plus a hash index from key to slot:
+//! a hit moves an entry to the front without allocating, a new key when full reuses the least
+//! recently used entry's slot.
 
+use crate::linked_slab::{LinkedSlab, List};
 use crate::sync::Mutex;
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
@@ -127,9 +128,6 @@ impl TopKeyOp {
     }
 }
 
-/// Marks the end of a shard's LRU list.
-const NIL: usize = usize::MAX;
-
 /// One tracked key.
 struct Entry {
     key: Box<[u8]>,
@@ -138,10 +136,6 @@ struct Entry {
     ctime: u32,
     /// When the key was last seen.
     atime: u32,
-    /// Towards the most recently used end.
-    prev: usize,
-    /// Towards the least recently used end.
-    next: usize,
 }
 
 impl Entry {
@@ -164,48 +158,20 @@ impl Entry {
 /// One shard: at most `capacity` keys, in least-recently-used order.
 struct Shard {
     capacity: usize,
-    entries: Vec<Entry>,
-    index: HashMap<Box<[u8]>, usize>,
-    /// Most recently used entry, or NIL.
-    head: usize,
-    /// Least recently used entry, or NIL.
-    tail: usize,
+    entries: LinkedSlab<Entry>,
+    /// Front: most recently used. Back: least recently used, the next to go.
+    recency: List,
+    index: HashMap<Box<[u8]>, u32>,
 }
 
 impl Shard {
     fn new(capacity: usize) -> Self {
         Shard {
             capacity,
-            entries: Vec::new(),
+            entries: LinkedSlab::new(),
+            recency: List::EMPTY,
             index: HashMap::new(),
-            head: NIL,
-            tail: NIL,
         }
-    }
-
-    fn unlink(&mut self, slot: usize) {
-        let (prev, next) = (self.entries[slot].prev, self.entries[slot].next);
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.entries[prev].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.entries[next].prev = prev;
-        }
-    }
-
-    fn push_front(&mut self, slot: usize) {
-        self.entries[slot].prev = NIL;
-        self.entries[slot].next = self.head;
-        if self.head == NIL {
-            self.tail = slot;
-        } else {
-            self.entries[self.head].prev = slot;
-        }
-        self.head = slot;
     }
 
     /// The entry for `key`, now the most recently used, created (evicting the least recently
@@ -213,47 +179,42 @@ impl Shard {
     fn touch(&mut self, key: &[u8], now: u32) -> &mut Entry {
         let slot = match self.index.get(key) {
             Some(&slot) => {
-                self.unlink(slot);
+                self.entries.move_front(&mut self.recency, None, slot);
                 slot
             }
             None => {
+                if self.recency.len() >= self.capacity {
+                    let victim = self.recency.back().expect("a full shard holds a key");
+                    let gone = self.entries.remove(&mut self.recency, victim);
+                    self.index.remove(&gone.key);
+                }
                 let fresh = Entry {
                     key: key.into(),
                     counts: [0; TopKeyOp::ALL.len()],
                     ctime: now,
                     atime: now,
-                    prev: NIL,
-                    next: NIL,
                 };
-                let slot = if self.entries.len() < self.capacity {
-                    self.entries.push(fresh);
-                    self.entries.len() - 1
-                } else {
-                    let victim = self.tail;
-                    self.unlink(victim);
-                    self.index.remove(&self.entries[victim].key);
-                    self.entries[victim] = fresh;
-                    victim
-                };
-                self.index.insert(self.entries[slot].key.clone(), slot);
+                let slot = self.entries.push_front(&mut self.recency, fresh);
+                self.index.insert(key.into(), slot);
                 slot
             }
         };
-        self.push_front(slot);
-        &mut self.entries[slot]
+        self.entries.get_mut(slot)
     }
 
     /// Entries from the most to the least recently used (the seed's list order).
     fn iter(&self) -> impl Iterator<Item = &Entry> {
-        let mut slot = self.head;
-        std::iter::from_fn(move || {
-            if slot == NIL {
-                return None;
-            }
-            let entry = &self.entries[slot];
-            slot = entry.next;
-            Some(entry)
-        })
+        self.entries.iter(&self.recency)
+    }
+
+    /// See [`TopKeys::validate`].
+    fn validate(&self) {
+        self.entries.validate(&[&self.recency]);
+        assert!(self.recency.len() <= self.capacity, "shard over capacity");
+        assert_eq!(self.index.len(), self.recency.len(), "index size");
+        for (key, &slot) in &self.index {
+            assert_eq!(self.entries.get(slot).key, *key, "index points elsewhere");
+        }
     }
 }
 
@@ -316,12 +277,24 @@ impl TopKeys {
 
     /// How many keys are tracked now.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().entries.len()).sum()
+        self.shards.iter().map(|s| s.lock().recency.len()).sum()
     }
 
     /// Whether no key is tracked.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// For property tests: checks every shard's LRU (its linked list, its capacity and its
+    /// key index).
+    ///
+    /// # Panics
+    /// On the first broken invariant.
+    #[doc(hidden)]
+    pub fn validate(&self) {
+        for shard in self.shards.iter() {
+            shard.lock().validate();
+        }
     }
 }
 
@@ -477,6 +450,9 @@ mod tests {
             let tk = TopKeys::new(max);
             for i in 0..1000 {
                 tk.record(format!("key{i}").as_bytes(), TopKeyOp::CmdSet, i);
+                // An older key again: a hit moves it to the front, or it comes back.
+                tk.record(format!("key{}", i / 2).as_bytes(), TopKeyOp::GetHits, i);
+                tk.validate();
                 assert!(tk.len() <= max);
             }
             // Every shard is full after many distinct keys.

@@ -1,7 +1,7 @@
 //! memcached's item semantics over the shared cache tier: the store behind the built-in storage
 //! engine, in plain Rust (`ffi::storage` maps memcached's engine interface onto it).
 //!
-//! - Items live in an [`L2`](crate::tiers::L2): reads take no lock (crossbeam-epoch), writes
+//! - Items live in an [`L2`]: reads take no lock (crossbeam-epoch), writes
 //!   take their key's shard lock, eviction is S3-FIFO, so an item read recently outlives
 //!   untouched items stored before it and the oldest untouched items go first.
 //! - Every write that depends on what a key holds (ADD, REPLACE, APPEND, PREPEND, CAS, remove
@@ -380,7 +380,9 @@ impl Store {
         !(flush_at != 0 && flush_at <= now && item.stored_at() < flush_at)
     }
 
-    /// The live item of `key` (memcached's `get`): no lock, no allocation.
+    /// The live item of `key` (memcached's `get`). Finding a live item (or none) takes no lock
+    /// and allocates nothing; finding an expired or flushed one takes its key's shard lock once,
+    /// to take the memory back.
     pub fn get(&self, key: &[u8]) -> Option<ItemRef> {
         let found = self
             .l2

@@ -2,7 +2,7 @@
 //! between every core (a stats call sums the stripes), and the snapshot a stats call returns.
 
 use crate::sync::atomic::{AtomicU64, Ordering};
-use crossbeam_utils::CachePadded;
+use crate::sync::Striped;
 
 /// What the store counts, one counter each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,21 +32,19 @@ const COUNTERS: usize = Counter::CmdFlush as usize + 1;
 /// Per-thread stripes of every counter.
 #[derive(Debug)]
 pub(crate) struct Counters {
-    stripes: Box<[CachePadded<[AtomicU64; COUNTERS]>]>,
+    stripes: Striped<[AtomicU64; COUNTERS]>,
 }
 
 impl Counters {
     pub(crate) fn new() -> Self {
         Self {
-            stripes: (0..crate::sync::stripe_count())
-                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
-                .collect(),
+            stripes: Striped::new(|| std::array::from_fn(|_| AtomicU64::new(0))),
         }
     }
 
     #[inline]
     pub(crate) fn add(&self, counter: Counter, n: u64) {
-        let stripe = &self.stripes[crate::sync::thread_index() & (self.stripes.len() - 1)];
+        let stripe = self.stripes.own();
         // Relaxed: a statistic; nothing is published with it and readers sum what they see.
         stripe[counter as usize].fetch_add(n, Ordering::Relaxed);
     }

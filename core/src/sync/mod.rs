@@ -3,15 +3,26 @@
 //! Built normally, these are std's types; built with `RUSTFLAGS="--cfg mcb_loom"` they are loom's,
 //! so the loom models in `model-tests` run the real code (the shape follows tokio's `loom` module).
 //! Mutexes here do not poison: a panic in one caller must not wedge every tenant afterwards.
-//! A test (core/tests/sync_shim_only.rs) keeps the rest of the crate on this path.
-//! The items mirror std's API of the same name and are documented there.
+//! A test (core/tests/sync_shim_only.rs) and a clippy `disallowed-methods` rule (core/clippy.toml)
+//! keep the rest of the crate on this path. The items mirror std's API of the same name and are
+//! documented there.
+//!
+//! The hooks the loom models drive (the deliberate bugs of `mutant`) are public only in loom
+//! builds, and hidden from the docs even there: they are a test harness, not API.
 
 #![allow(missing_docs)]
 
+#[cfg(mcb_loom)]
+#[doc(hidden)]
 pub mod mutant;
+#[cfg(not(mcb_loom))]
+#[allow(dead_code)] // some variants are named only on loom-only code paths
+pub(crate) mod mutant;
 mod read_mostly;
+mod striped;
 
 pub use read_mostly::ReadMostly;
+pub(crate) use striped::Striped;
 
 #[cfg(not(mcb_loom))]
 use std::sync as imp;
@@ -62,6 +73,45 @@ pub mod thread {
     pub use loom::thread::{spawn, JoinHandle};
     #[cfg(not(mcb_loom))]
     pub use std::thread::{spawn, JoinHandle};
+
+    #[cfg(mcb_loom)]
+    pub use inline::Scope;
+    #[cfg(not(mcb_loom))]
+    pub use std::thread::Scope;
+
+    /// std's scoped threads. loom has none (its threads must be `'static`), so under loom a
+    /// scope runs each spawned closure at once on the calling thread: a model then explores the
+    /// work itself, not the helper threads that would share it out.
+    pub fn scope<'env, F, R>(f: F) -> R
+    where
+        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
+    {
+        #[cfg(mcb_loom)]
+        {
+            f(&Scope::default())
+        }
+        #[cfg(not(mcb_loom))]
+        {
+            #[allow(clippy::disallowed_methods)] // the shim is the one caller
+            std::thread::scope(f)
+        }
+    }
+
+    #[cfg(mcb_loom)]
+    mod inline {
+        use std::marker::PhantomData;
+
+        /// A scope whose threads are the caller (see [`super::scope`]).
+        #[derive(Debug, Default)]
+        pub struct Scope<'scope, 'env: 'scope>(PhantomData<(&'scope mut &'scope (), &'env ())>);
+
+        impl<'scope> Scope<'scope, '_> {
+            /// Runs `f` now, on this thread.
+            pub fn spawn<F: FnOnce() + Send + 'scope>(&'scope self, f: F) {
+                f();
+            }
+        }
+    }
 
     /// Whether the thread has ended (so its handle can be dropped without joining). loom's
     /// handles cannot tell: there it says no, and the handle waits for its join.
@@ -131,6 +181,27 @@ impl Condvar {
     }
 }
 
+/// Time.
+pub mod time {
+    pub use std::time::{Duration, Instant};
+
+    /// The monotonic clock. Under loom it stands still (the first reading, forever): a model
+    /// must not depend on time passing, and a clock that moves would make its runs differ.
+    pub fn now() -> Instant {
+        #[cfg(mcb_loom)]
+        {
+            static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+            #[allow(clippy::disallowed_methods)] // the shim is the one caller
+            *START.get_or_init(Instant::now)
+        }
+        #[cfg(not(mcb_loom))]
+        {
+            #[allow(clippy::disallowed_methods)] // the shim is the one caller
+            Instant::now()
+        }
+    }
+}
+
 /// `UnsafeCell` with loom's closure-based access, so loom can check every access.
 #[cfg(mcb_loom)]
 pub use loom::cell::UnsafeCell;
@@ -165,20 +236,15 @@ pub fn cpu_count() -> usize {
     }
     #[cfg(not(mcb_loom))]
     {
+        #[allow(clippy::disallowed_methods)] // the shim is the one caller
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 }
 
-/// How many stripes a striped structure gets: two per CPU (threads usually outnumber CPUs),
-/// a power of two (so a thread index is reduced with a mask), at most 256.
-pub fn stripe_count() -> usize {
-    (cpu_count() * 2).next_power_of_two().min(256)
-}
-
 /// A small number that is stable for the calling thread and differs between the first threads
-/// that ask: threads use it to pick a stripe of a striped structure.
+/// that ask: threads use it to pick a stripe of a [`Striped`] structure.
 #[inline]
-pub fn thread_index() -> usize {
+pub(crate) fn thread_index() -> usize {
     #[cfg(not(mcb_loom))]
     {
         use std::cell::Cell;
@@ -221,7 +287,7 @@ pub fn thread_index() -> usize {
 /// Epoch-based reclamation (crossbeam-epoch) behind one type, so loom models can free what a
 /// structure retired when the structure goes.
 #[allow(unsafe_code)] // loom builds only: the per-thread participant slots
-pub mod epoch {
+pub(crate) mod epoch {
     pub use crossbeam_epoch::{unprotected, Atomic, Guard, Owned, Shared};
 
     /// The reclamation domain of one data structure.
@@ -239,10 +305,6 @@ pub mod epoch {
     }
 
     impl Domain {
-        pub fn new() -> Self {
-            Self::default()
-        }
-
         /// Frees what this domain retired as far as the collector can now (used at shutdown,
         /// when no other thread is pinned, so a leak checker sees nothing left). Under loom it
         /// does nothing: the domain's own collector frees everything when the domain drops, and
@@ -259,7 +321,7 @@ pub mod epoch {
         /// A domain for structures pinned several times per operation. Under loom it keeps one
         /// participant per model thread (made on the thread's first pin), which saves every
         /// pin a participant list insertion and removal for loom to explore; the domain must
-        /// then be dropped inside the model. In std builds, the same as [`Domain::new`].
+        /// then be dropped inside the model. In std builds, `Domain::default()`.
         pub fn per_thread() -> Self {
             #[cfg(mcb_loom)]
             {
@@ -270,7 +332,7 @@ pub mod epoch {
             }
             #[cfg(not(mcb_loom))]
             {
-                Self::new()
+                Self::default()
             }
         }
 

@@ -1,45 +1,38 @@
 //! A read-mostly value: readers take only their own stripe's lock, writers replace every stripe.
 //!
 //! The scheme of a distributed reader lock ("brlock", as Linux had): each stripe holds a copy of
-//! the same `Arc<T>` behind its own mutex, and a thread reads through the stripe of its
-//! [`thread_index`], so readers on different threads never share a written cache line and never
-//! wait for each other. A writer (writers are serialised by their caller) swaps the new value
+//! the same `Arc<T>` behind its own mutex (a [`Striped`] value), and a thread reads through its
+//! own stripe, so readers on different threads never share a written cache line and never wait
+//! for each other. A writer (writers are serialised by their caller) swaps the new value
 //! into each stripe in turn; a reader sees the old value or the new one, and once the writer
 //! has passed every stripe, only the new one. The old value is freed when the last stripe lets
 //! go of it: no deferred reclamation, so nothing is left behind for a leak checker at exit.
 
-use super::{stripe_count, thread_index, Arc, Mutex};
-use crossbeam_utils::CachePadded;
+use super::{Arc, Mutex, Striped};
 
 /// See the module docs.
 #[derive(Debug)]
 pub struct ReadMostly<T> {
-    stripes: Box<[CachePadded<Mutex<Arc<T>>>]>,
+    stripes: Striped<Mutex<Arc<T>>>,
 }
 
 impl<T> ReadMostly<T> {
     pub fn new(value: T) -> Self {
         let value = Arc::new(value);
         Self {
-            stripes: (0..stripe_count())
-                .map(|_| CachePadded::new(Mutex::new(Arc::clone(&value))))
-                .collect(),
+            stripes: Striped::new(|| Mutex::new(Arc::clone(&value))),
         }
-    }
-
-    fn own_stripe(&self) -> &Mutex<Arc<T>> {
-        &self.stripes[thread_index() & (self.stripes.len() - 1)]
     }
 
     /// Runs `f` on the current value, holding only this thread's stripe.
     pub fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        let value = self.own_stripe().lock();
+        let value = self.stripes.own().lock();
         f(&value)
     }
 
     /// The current value (for a writer building the next one).
     pub fn current(&self) -> Arc<T> {
-        Arc::clone(&self.own_stripe().lock())
+        Arc::clone(&self.stripes.own().lock())
     }
 
     /// Publishes `value` to every stripe. Callers serialise their writes.

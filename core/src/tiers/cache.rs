@@ -8,11 +8,10 @@ use super::namespace::Namespace;
 use super::options::{CallOptions, Options, Resolved};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::mutant::{self, Mutant};
-use crate::sync::{Arc, Mutex, PayloadArc};
-use crossbeam_utils::CachePadded;
+use crate::sync::time::Duration;
+use crate::sync::{thread, Arc, Mutex, PayloadArc, Striped};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
-use std::time::Duration;
 
 /// Where a value came from (the seed's `hit_lvl`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,7 +19,7 @@ use std::time::Duration;
 pub enum Level {
     /// Not found and no loader to ask.
     Miss = -1,
-    /// This thread's L1.
+    /// This thread's L1 (the one of its stripe).
     L1 = 1,
     /// The shared L2.
     L2 = 2,
@@ -113,14 +112,16 @@ impl<T> fmt::Debug for BulkOp<'_, T> {
     }
 }
 
-/// A multi-level cache: L1 per thread, L2 shared by every cache on the same [`L2`] (isolated
-/// by name), L3 a loader run by one caller at a time per key.
+/// A multi-level cache: an L1 per stripe of threads (a thread's L1 is its stripe's), L2 shared
+/// by every cache on the same [`L2`] (isolated by name), L3 a loader run by one caller at a time
+/// per key.
 pub struct Cache<T> {
     l2: PayloadArc<L2<T>>,
     ns: Arc<Namespace>,
     /// The separate store for cached misses, and this cache's namespace there.
     misses: Option<(PayloadArc<L2<T>>, Arc<Namespace>)>,
-    l1: Box<[CachePadded<Mutex<L1<T>>>]>,
+    /// The L1s: one per stripe of threads (threads beyond `l1_slots` share one).
+    l1: Striped<Mutex<L1<T>>>,
     opts: Options<T>,
     warnings: AtomicU64,
 }
@@ -162,9 +163,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
                 (m, ns)
             }),
             l2,
-            l1: (0..opts.l1_slots)
-                .map(|_| CachePadded::new(Mutex::new(L1::new(opts.l1_capacity))))
-                .collect(),
+            l1: Striped::with_stripes(opts.l1_slots, || Mutex::new(L1::new(opts.l1_capacity))),
             opts,
             warnings: AtomicU64::new(0),
         })
@@ -236,7 +235,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
                 *result = Some(self.load(key, pending, loader));
             }
         };
-        std::thread::scope(|scope| {
+        thread::scope(|scope| {
             let mut chunks = jobs.chunks_mut(per_thread);
             let mine = chunks.next();
             for chunk in chunks {
@@ -329,12 +328,28 @@ impl<T: Send + Sync + 'static> Cache<T> {
         self.with_l1(|l1| l1.sweep(|stripe| self.ns.generation(stripe)));
     }
 
+    /// For property tests: checks the invariants of every L1 (see `L1::validate`) and of the
+    /// L2 stores (see [`L2::validate`]).
+    ///
+    /// # Panics
+    /// On the first broken invariant.
+    #[doc(hidden)]
+    pub fn validate(&self) {
+        for l1 in self.l1.iter() {
+            l1.lock().validate();
+        }
+        self.l2.validate();
+        if let Some((misses, _)) = &self.misses {
+            misses.validate();
+        }
+    }
+
     fn now(&self) -> u64 {
         self.opts.clock.now_ms()
     }
 
     fn with_l1<R>(&self, f: impl FnOnce(&mut L1<T>) -> R) -> R {
-        f(&mut self.l1[crate::sync::thread_index() % self.l1.len()].lock())
+        f(&mut self.l1.own().lock())
     }
 
     fn warn(&self) {

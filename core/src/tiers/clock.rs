@@ -1,8 +1,8 @@
 //! Milliseconds since the clock was made: the one time source of a cache.
 
 use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::time::{self, Duration, Instant};
 use crate::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// Where a cache reads the time: the system's monotonic clock, or a hand-moved one for tests.
 #[derive(Clone, Debug)]
@@ -17,7 +17,7 @@ enum Source {
 impl Clock {
     /// The monotonic system clock.
     pub fn system() -> Self {
-        Self(Source::System(Instant::now()))
+        Self(Source::System(time::now()))
     }
 
     /// A clock that stands still until [`Clock::advance`] moves it; clones share the time.
@@ -42,7 +42,7 @@ impl Clock {
     /// Milliseconds since the clock was made.
     pub fn now_ms(&self) -> u64 {
         match &self.0 {
-            Source::System(origin) => to_ms(origin.elapsed()),
+            Source::System(origin) => to_ms(time::now().saturating_duration_since(*origin)),
             // Relaxed: as in `advance`.
             Source::Manual(ms) => ms.load(Ordering::Relaxed),
         }

@@ -8,9 +8,9 @@
 
 use super::error::Error;
 use super::options::LockOptions;
+use crate::sync::time::{self, Duration};
 use crate::sync::{Arc, Condvar, Mutex};
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
 const SHARDS: usize = 16;
 
@@ -60,7 +60,7 @@ impl Flights {
         now_ms: u64,
         opts: LockOptions,
     ) -> Result<Held<'_>, Error> {
-        let deadline = Instant::now().checked_add(opts.timeout);
+        let deadline = time::now().checked_add(opts.timeout);
         let expiry = super::clock::to_ms(opts.expiry);
         loop {
             let flight = {
@@ -87,7 +87,7 @@ impl Flights {
                 done = match deadline {
                     None => flight.wake.wait(done),
                     Some(deadline) => {
-                        let left = deadline.saturating_duration_since(Instant::now());
+                        let left = deadline.saturating_duration_since(time::now());
                         if left == Duration::ZERO {
                             return Err(Error::LockTimeout);
                         }

@@ -1,14 +1,14 @@
-//! L1: a fixed-capacity LRU private to one thread (the seed's per-worker lua-resty-lrucache).
+//! L1: a fixed-capacity LRU for one stripe of threads (the seed's per-worker lua-resty-lrucache;
+//! threads, unlike nginx workers, can outnumber the stripes and then share one).
 //!
 //! An index-linked slab (recency list threaded through slot indices) plus a hash index, both
 //! sized on first use: a hit allocates nothing, and neither does a promotion once full, since
 //! it reuses the least recently used slot. Each entry carries the invalidation generation of
 //! its stripe at the time it was read from L2; a hit whose stripe has moved on is a miss.
 
+use crate::linked_slab::{LinkedSlab, List};
 use crate::sync::PayloadArc;
 use std::collections::HashMap;
-
-const NIL: u32 = u32::MAX;
 
 #[derive(Debug)]
 struct Entry<T> {
@@ -21,23 +21,13 @@ struct Entry<T> {
     generation: u64,
 }
 
-#[derive(Debug)]
-struct Slot<T> {
-    entry: Option<Entry<T>>,
-    prev: u32,
-    next: u32,
-}
-
 /// One thread's LRU.
 #[derive(Debug)]
 pub(crate) struct L1<T> {
     index: HashMap<PayloadArc<[u8]>, u32>,
-    slots: Vec<Slot<T>>,
-    free: Vec<u32>,
-    /// Most recently used.
-    head: u32,
-    /// Least recently used: the next to go.
-    tail: u32,
+    slab: LinkedSlab<Entry<T>>,
+    /// Front: most recently used. Back: least recently used, the next to go.
+    recency: List,
     capacity: usize,
 }
 
@@ -45,10 +35,8 @@ impl<T> L1<T> {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             index: HashMap::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            head: NIL,
-            tail: NIL,
+            slab: LinkedSlab::new(),
+            recency: List::EMPTY,
             capacity,
         }
     }
@@ -62,7 +50,7 @@ impl<T> L1<T> {
         generation: impl Fn(usize) -> u64,
     ) -> Option<Option<PayloadArc<T>>> {
         let index = *self.index.get(key)?;
-        let entry = self.slots[index as usize].entry.as_ref().expect("indexed");
+        let entry = self.slab.get(index);
         if entry.expires_at.is_some_and(|at| now >= at)
             || generation(entry.stripe) != entry.generation
         {
@@ -70,8 +58,7 @@ impl<T> L1<T> {
             return None;
         }
         let value = entry.value.clone();
-        self.unlink(index);
-        self.push_head(index);
+        self.slab.move_front(&mut self.recency, None, index);
         Some(value)
     }
 
@@ -84,38 +71,28 @@ impl<T> L1<T> {
         stripe: usize,
         generation: u64,
     ) {
-        if self.slots.capacity() == 0 {
+        if self.slab.is_unsized() {
             // Sized once: the index at twice the capacity so that churn rehashes in place.
-            self.slots.reserve_exact(self.capacity);
-            self.free.reserve_exact(self.capacity);
+            self.slab.reserve_exact(self.capacity);
             self.index.reserve(self.capacity * 2);
         }
         if let Some(&index) = self.index.get(&*key) {
             self.evict(index);
         }
-        let index = if let Some(index) = self.free.pop() {
-            index
-        } else if self.slots.len() < self.capacity {
-            self.slots.push(Slot {
-                entry: None,
-                prev: NIL,
-                next: NIL,
-            });
-            u32::try_from(self.slots.len() - 1).expect("L1 capacity below 2^32")
-        } else {
-            let lru = self.tail;
-            self.evict(lru);
-            self.free.pop().expect("just freed")
-        };
-        self.index.insert(key.clone(), index);
-        self.slots[index as usize].entry = Some(Entry {
-            key,
+        if self.recency.len() >= self.capacity {
+            if let Some(lru) = self.recency.back() {
+                self.evict(lru);
+            }
+        }
+        let entry = Entry {
+            key: key.clone(),
             value,
             expires_at,
             stripe,
             generation,
-        });
-        self.push_head(index);
+        };
+        let index = self.slab.push_front(&mut self.recency, entry);
+        self.index.insert(key, index);
     }
 
     /// Drops `key`'s copy.
@@ -127,22 +104,20 @@ impl<T> L1<T> {
 
     /// Drops every copy.
     pub(crate) fn clear(&mut self) {
-        while self.tail != NIL {
-            self.evict(self.tail);
+        while let Some(lru) = self.recency.back() {
+            self.evict(lru);
         }
     }
 
     /// Drops the copies whose stripe moved on (the seed's `update`).
     pub(crate) fn sweep(&mut self, generation: impl Fn(usize) -> u64) {
-        let mut index = self.head;
-        while index != NIL {
-            let slot = &self.slots[index as usize];
-            let next = slot.next;
-            let entry = slot.entry.as_ref().expect("linked");
+        let mut cursor = self.recency.front();
+        while let Some(index) = cursor {
+            cursor = self.slab.next(index);
+            let entry = self.slab.get(index);
             if generation(entry.stripe) != entry.generation {
                 self.evict(index);
             }
-            index = next;
         }
     }
 
@@ -152,38 +127,23 @@ impl<T> L1<T> {
         self.index.len()
     }
 
+    /// Checks the LRU's invariants: the slab's (see [`LinkedSlab::validate`]), at most
+    /// `capacity` copies, and an index that names exactly the copies held.
+    ///
+    /// # Panics
+    /// On the first broken invariant.
+    pub(crate) fn validate(&self) {
+        self.slab.validate(&[&self.recency]);
+        assert!(self.recency.len() <= self.capacity, "L1 over capacity");
+        assert_eq!(self.index.len(), self.recency.len(), "L1 index size");
+        for (key, &index) in &self.index {
+            assert_eq!(self.slab.get(index).key, *key, "L1 index points elsewhere");
+        }
+    }
+
     fn evict(&mut self, index: u32) {
-        self.unlink(index);
-        let entry = self.slots[index as usize].entry.take().expect("linked");
+        let entry = self.slab.remove(&mut self.recency, index);
         self.index.remove(&*entry.key);
-        self.free.push(index);
-    }
-
-    fn push_head(&mut self, index: u32) {
-        let old = self.head;
-        let slot = &mut self.slots[index as usize];
-        slot.prev = NIL;
-        slot.next = old;
-        if old == NIL {
-            self.tail = index;
-        } else {
-            self.slots[old as usize].prev = index;
-        }
-        self.head = index;
-    }
-
-    fn unlink(&mut self, index: u32) {
-        let Slot { prev, next, .. } = self.slots[index as usize];
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.slots[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.slots[next as usize].prev = prev;
-        }
     }
 }
 

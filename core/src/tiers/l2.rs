@@ -123,10 +123,9 @@ impl<T> Copy for NodeRef<T> {}
 unsafe impl<T: Send + Sync> Send for NodeRef<T> {}
 
 impl<T> Tracked for NodeRef<T> {
-    fn freq(&self) -> &AtomicU8 {
-        // SAFETY: a node leaves the policy (under the shard mutex) before it is unlinked and
-        // retired, and the policy is only used under that mutex: a NodeRef in the policy points
-        // to a live node.
+    unsafe fn freq(&self) -> &AtomicU8 {
+        // SAFETY: the caller guarantees the node is live (`Tracked::freq`'s contract); the
+        // policy, the one caller, holds only handles of linked nodes (see `L2::write`).
         unsafe { &(*self.0).freq }
     }
 }
@@ -137,6 +136,23 @@ struct Shard<T> {
 }
 
 /// The shared store: bounded by bytes, read without locks, evicting by S3-FIFO.
+///
+/// Its values must be `'static`: a node unlinked by a writer is freed later, by whichever
+/// thread the epoch collector runs on, so it may outlive any borrow. A store of borrowed
+/// values does not compile:
+///
+/// ```compile_fail
+/// fn borrowed<'a>() -> mcb_core::tiers::L2<&'a str> {
+///     mcb_core::tiers::L2::new(1 << 20).unwrap()
+/// }
+/// ```
+///
+/// ```
+/// fn owned() -> mcb_core::tiers::L2<String> {
+///     mcb_core::tiers::L2::new(1 << 20).unwrap()
+/// }
+/// # owned();
+/// ```
 pub struct L2<T> {
     shards: Box<[CachePadded<Shard<T>>]>,
     hasher: Hasher,
@@ -153,7 +169,7 @@ impl<T> fmt::Debug for L2<T> {
     }
 }
 
-impl<T: Send + Sync> L2<T> {
+impl<T: Send + Sync + 'static> L2<T> {
     /// A store of `capacity_bytes`, sharded by the CPU count (shards of at least 64 KiB).
     pub fn new(capacity_bytes: usize) -> Result<Self, Error> {
         let by_cpu = (crate::sync::cpu_count() * 4).next_power_of_two();
@@ -221,6 +237,32 @@ impl<T: Send + Sync> L2<T> {
             .iter()
             .map(|s| s.policy.lock().evictions())
             .sum()
+    }
+
+    /// For property tests: checks every shard's eviction policy (its linked lists and byte
+    /// counts) and that it tracks exactly the nodes linked in the shard's buckets.
+    ///
+    /// # Panics
+    /// On the first broken invariant.
+    #[doc(hidden)]
+    pub fn validate(&self) {
+        for shard in self.shards.iter() {
+            let policy = shard.policy.lock();
+            policy.validate();
+            let guard = self.domain.pin();
+            let mut linked = 0;
+            for bucket in shard.buckets.iter() {
+                // Acquire: as in `find`.
+                let mut cur = bucket.load(Ordering::Acquire, &guard);
+                // SAFETY: as in `insert` (the shard lock is held).
+                while let Some(node) = unsafe { cur.as_ref() } {
+                    linked += 1;
+                    // Acquire: as in `find`.
+                    cur = node.next.load(Ordering::Acquire, &guard);
+                }
+            }
+            assert_eq!(policy.len(), linked, "policy and buckets disagree");
+        }
     }
 
     /// Frees what this store retired as far as the epoch collector can now: for shutdown, when
@@ -402,7 +444,9 @@ impl<T: Send + Sync> L2<T> {
             #[cfg(mcb_loom)]
             freed: crate::sync::atomic::AtomicBool::new(false),
         });
-        node.slot = policy.insert(NodeRef(&*node), hash, weight);
+        // SAFETY: the node stays allocated while in the policy: it is linked below (under this
+        // lock), and every path that unlinks and retires it removes it from the policy first.
+        node.slot = unsafe { policy.insert(NodeRef(&*node), hash, weight) };
         let link = if old.is_null() {
             bucket
         } else {

@@ -1,10 +1,11 @@
 //! Cache tiers with lua-resty-mlcache's semantics, for threads instead of nginx workers.
 //!
-//! - [`l1`]: a fixed-capacity LRU private to each thread (a stripe per thread index).
-//! - [`l2`]: one byte-bounded store shared by every cache, with lock-free reads (crossbeam-epoch)
+//! - `l1`: a fixed-capacity LRU per stripe of threads: a thread uses the L1 of the stripe its
+//!   thread index maps to (`Options::l1_slots` stripes), shared with any thread mapped there.
+//! - `l2`: one byte-bounded store shared by every cache, with lock-free reads (crossbeam-epoch)
 //!   and S3-FIFO eviction; entries keep their expiry so that stale values can be read back.
-//! - [`flight`]: the per-key lock that lets one caller at a time run a loader (L3).
-//! - [`cache`]: [`Cache`], the seed's public API (`get`, `peek`, `set`, `delete`, `purge`,
+//! - `flight`: the per-key lock that lets one caller at a time run a loader (L3).
+//! - `cache`: [`Cache`], the seed's public API (`get`, `peek`, `set`, `delete`, `purge`,
 //!   `update`, `get_bulk`) over the three levels.
 //!
 //! Times come from a [`Clock`] that tests move by hand, so every ttl rule is tested without
@@ -19,6 +20,7 @@ mod l1;
 mod l2;
 mod namespace;
 mod options;
+#[allow(unsafe_code)] // the policy's handles on L2 nodes (`Tracked::freq`)
 mod s3fifo;
 
 pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek};

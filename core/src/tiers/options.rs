@@ -34,9 +34,10 @@ impl Default for LockOptions {
 
 /// How a [`Cache`](super::Cache) behaves; `Default` gives the seed's defaults.
 pub struct Options<T> {
-    /// Entries in each thread's L1 (the seed's `lru_size`, default 100).
+    /// Entries in each L1 (the seed's `lru_size`, default 100).
     pub l1_capacity: usize,
-    /// How many L1 stripes (threads beyond this share a stripe); default twice the CPUs.
+    /// How many L1s, one per stripe of threads (threads beyond this share one); default twice
+    /// the CPUs.
     pub l1_slots: usize,
     /// Time to live of values (default 30 s); zero means forever.
     pub ttl: Duration,

@@ -10,17 +10,21 @@
 //! read once (not twice) while in the small queue moves to main, because L1 absorbs repeated
 //! reads and L2 sees few of them.
 
+use crate::linked_slab::{LinkedSlab, List};
 use crate::sync::atomic::{AtomicU8, Ordering};
 use std::collections::{HashMap, VecDeque};
 
 /// Read-frequency ceiling (the paper's two bits).
 pub(crate) const MAX_FREQ: u8 = 3;
 
-const NIL: u32 = u32::MAX;
-
 /// What the policy holds for each entry: a handle whose frequency readers bump.
 pub(crate) trait Tracked: Copy {
-    fn freq(&self) -> &AtomicU8;
+    /// The entry's read frequency.
+    ///
+    /// # Safety
+    /// The entry the handle points to must be live for the returned borrow. A [`Policy`] calls
+    /// this only on handles it holds, which [`Policy::insert`]'s contract keeps live.
+    unsafe fn freq(&self) -> &AtomicU8;
 }
 
 /// Counts a read of an entry (saturating at [`MAX_FREQ`]).
@@ -41,35 +45,16 @@ enum Queue {
 
 #[derive(Debug)]
 struct Slot<P> {
-    item: Option<P>,
+    item: P,
     hash: u64,
     weight: usize,
     queue: Queue,
-    prev: u32,
-    next: u32,
-}
-
-/// A FIFO threaded through the slab: new entries at `head`, eviction at `tail`.
-#[derive(Debug)]
-struct List {
-    head: u32,
-    tail: u32,
-    len: usize,
-}
-
-impl List {
-    const EMPTY: Self = Self {
-        head: NIL,
-        tail: NIL,
-        len: 0,
-    };
 }
 
 /// The eviction state of one shard, bounded by `capacity` bytes.
 #[derive(Debug)]
 pub(crate) struct Policy<P> {
-    slots: Vec<Slot<P>>,
-    free: Vec<u32>,
+    slab: LinkedSlab<Slot<P>>,
     small: List,
     main: List,
     ghost: VecDeque<u64>,
@@ -83,8 +68,7 @@ pub(crate) struct Policy<P> {
 impl<P: Tracked> Policy<P> {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            slots: Vec::new(),
-            free: Vec::new(),
+            slab: LinkedSlab::new(),
             small: List::EMPTY,
             main: List::EMPTY,
             ghost: VecDeque::new(),
@@ -106,7 +90,7 @@ impl<P: Tracked> Policy<P> {
 
     /// Entries held.
     pub(crate) fn len(&self) -> usize {
-        self.small.len + self.main.len
+        self.small.len() + self.main.len()
     }
 
     /// Entries [`Policy::evict`] has returned so far.
@@ -120,66 +104,55 @@ impl<P: Tracked> Policy<P> {
     }
 
     /// Admits an entry (room must have been made): to main if its hash is a ghost, else small.
-    pub(crate) fn insert(&mut self, item: P, hash: u64, weight: usize) -> u32 {
+    ///
+    /// # Safety
+    /// `item` must stay valid for [`Tracked::freq`] until it leaves the policy, through
+    /// [`Policy::remove`] or as the return value of [`Policy::evict`].
+    pub(crate) unsafe fn insert(&mut self, item: P, hash: u64, weight: usize) -> u32 {
         let queue = if self.ghost_counts.contains_key(&hash) {
             Queue::Main
         } else {
             Queue::Small
         };
         let slot = Slot {
-            item: Some(item),
+            item,
             hash,
             weight,
             queue,
-            prev: NIL,
-            next: NIL,
-        };
-        let index = match self.free.pop() {
-            Some(index) => {
-                self.slots[index as usize] = slot;
-                index
-            }
-            None => {
-                self.slots.push(slot);
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 entries per shard")
-            }
         };
         self.used += weight;
         if queue == Queue::Small {
             self.small_used += weight;
         }
-        self.push_head(index);
-        index
+        let (slab, list) = self.queue(queue);
+        slab.push_front(list, slot)
     }
 
     /// Forgets the entry in `index` and returns its handle.
     pub(crate) fn remove(&mut self, index: u32) -> P {
-        self.unlink(index);
-        let slot = &mut self.slots[index as usize];
+        let (slab, list) = self.queue(self.slab.get(index).queue);
+        let slot = slab.remove(list, index);
         self.used -= slot.weight;
         if slot.queue == Queue::Small {
             self.small_used -= slot.weight;
         }
-        self.free.push(index);
-        slot.item.take().expect("a linked slot holds an item")
+        slot.item
     }
 
     /// Evicts one entry by S3-FIFO and returns it; `None` when the shard is empty.
     pub(crate) fn evict(&mut self) -> Option<P> {
         // Each step evicts or lowers a frequency, but readers may raise them again: bound the
         // second chances, then evict the oldest entry regardless.
-        for _ in 0..=(self.small.len + self.main.len) * usize::from(MAX_FREQ + 1) {
-            let queue = if self.small_used > self.capacity / 10 || self.main.len == 0 {
+        for _ in 0..=self.len() * usize::from(MAX_FREQ + 1) {
+            let queue = if self.small_used > self.capacity / 10 || self.main.len() == 0 {
                 Queue::Small
             } else {
                 Queue::Main
             };
-            let index = self.list(queue).tail;
-            if index == NIL {
-                return None;
-            }
-            let slot = &self.slots[index as usize];
-            let freq = slot.item.as_ref().expect("linked").freq();
+            let index = self.queue(queue).1.back()?;
+            let slot = self.slab.get(index);
+            // SAFETY: the item is still in the policy, so `insert`'s caller keeps it valid.
+            let freq = unsafe { slot.item.freq() };
             // Relaxed: see `touch`.
             let seen = freq.load(Ordering::Relaxed);
             if seen == 0 {
@@ -194,30 +167,48 @@ impl<P: Tracked> Policy<P> {
                 if queue == Queue::Small { 0 } else { seen - 1 },
                 Ordering::Relaxed,
             );
-            self.unlink(index);
-            let slot = &mut self.slots[index as usize];
+            let slot = self.slab.get_mut(index);
             if slot.queue == Queue::Small {
                 self.small_used -= slot.weight;
                 slot.queue = Queue::Main;
+                self.slab
+                    .move_front(&mut self.small, Some(&mut self.main), index);
+            } else {
+                self.slab.move_front(&mut self.main, None, index);
             }
-            self.push_head(index);
         }
-        let oldest = if self.main.tail == NIL {
-            self.small.tail
-        } else {
-            self.main.tail
-        };
-        (oldest != NIL).then(|| {
-            self.evictions += 1;
-            self.remove(oldest)
-        })
+        let oldest = self.main.back().or(self.small.back())?;
+        self.evictions += 1;
+        Some(self.remove(oldest))
+    }
+
+    /// Checks the policy's invariants: the slab's (see [`LinkedSlab::validate`]), each entry
+    /// on the list of its queue, and the byte counts equal to the weights held.
+    ///
+    /// # Panics
+    /// On the first broken invariant.
+    pub(crate) fn validate(&self) {
+        self.slab.validate(&[&self.small, &self.main]);
+        let mut used = 0;
+        for (queue, list) in [(Queue::Small, &self.small), (Queue::Main, &self.main)] {
+            let mut weight = 0;
+            for slot in self.slab.iter(list) {
+                assert_eq!(slot.queue, queue, "entry on the other queue's list");
+                weight += slot.weight;
+            }
+            if queue == Queue::Small {
+                assert_eq!(self.small_used, weight, "small queue bytes");
+            }
+            used += weight;
+        }
+        assert_eq!(self.used, used, "bytes in use");
     }
 
     /// Remembers an evicted hash; the ghost holds about as many hashes as the shard has entries.
     fn remember(&mut self, hash: u64) {
         self.ghost.push_back(hash);
         *self.ghost_counts.entry(hash).or_insert(0) += 1;
-        while self.ghost.len() > (self.small.len + self.main.len).max(16) {
+        while self.ghost.len() > self.len().max(16) {
             let old = self.ghost.pop_front().expect("non-empty");
             if let Some(count) = self.ghost_counts.get_mut(&old) {
                 *count -= 1;
@@ -228,47 +219,12 @@ impl<P: Tracked> Policy<P> {
         }
     }
 
-    fn list(&mut self, queue: Queue) -> &mut List {
+    /// The slab and the list of `queue`, borrowed together.
+    fn queue(&mut self, queue: Queue) -> (&mut LinkedSlab<Slot<P>>, &mut List) {
         match queue {
-            Queue::Small => &mut self.small,
-            Queue::Main => &mut self.main,
+            Queue::Small => (&mut self.slab, &mut self.small),
+            Queue::Main => (&mut self.slab, &mut self.main),
         }
-    }
-
-    fn push_head(&mut self, index: u32) {
-        let queue = self.slots[index as usize].queue;
-        let old_head = self.list(queue).head;
-        {
-            let slot = &mut self.slots[index as usize];
-            slot.prev = NIL;
-            slot.next = old_head;
-        }
-        if old_head != NIL {
-            self.slots[old_head as usize].prev = index;
-        }
-        let list = self.list(queue);
-        list.head = index;
-        if list.tail == NIL {
-            list.tail = index;
-        }
-        list.len += 1;
-    }
-
-    fn unlink(&mut self, index: u32) {
-        let Slot {
-            queue, prev, next, ..
-        } = self.slots[index as usize];
-        if prev == NIL {
-            self.list(queue).head = next;
-        } else {
-            self.slots[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.list(queue).tail = prev;
-        } else {
-            self.slots[next as usize].prev = prev;
-        }
-        self.list(queue).len -= 1;
     }
 }
 
@@ -280,9 +236,15 @@ mod tests {
     struct Item(&'static AtomicU8);
 
     impl Tracked for Item {
-        fn freq(&self) -> &AtomicU8 {
+        unsafe fn freq(&self) -> &AtomicU8 {
             self.0
         }
+    }
+
+    /// Test items are leaked, so valid forever.
+    fn insert(policy: &mut Policy<Item>, item: Item, hash: u64, weight: usize) -> u32 {
+        // SAFETY: a leaked item is valid for the rest of the process.
+        unsafe { policy.insert(item, hash, weight) }
     }
 
     fn item() -> Item {
@@ -294,8 +256,8 @@ mod tests {
         let mut policy = Policy::new(100);
         let hot: Vec<Item> = (0..5).map(|_| item()).collect();
         for (h, it) in hot.iter().enumerate() {
-            policy.insert(*it, h as u64, 10);
-            touch(it.freq());
+            insert(&mut policy, *it, h as u64, 10);
+            touch(it.0);
         }
         // A scan of 20 one-hit entries, each evicting as needed.
         for h in 100..120 {
@@ -306,7 +268,7 @@ mod tests {
                     "hot entry evicted"
                 );
             }
-            policy.insert(item(), h, 10);
+            insert(&mut policy, item(), h, 10);
         }
         assert!(policy.used() <= policy.capacity());
     }
@@ -314,13 +276,14 @@ mod tests {
     #[test]
     fn a_ghost_hit_goes_straight_to_main_and_removal_frees_bytes() {
         let mut policy = Policy::new(20);
-        policy.insert(item(), 1, 10);
-        policy.insert(item(), 2, 10);
+        insert(&mut policy, item(), 1, 10);
+        insert(&mut policy, item(), 2, 10);
         policy
             .evict()
             .expect("evicts hash 1 from small into the ghost");
-        let index = policy.insert(item(), 1, 10);
-        assert_eq!(policy.slots[index as usize].queue, Queue::Main);
+        let index = insert(&mut policy, item(), 1, 10);
+        assert_eq!(policy.slab.get(index).queue, Queue::Main);
+        policy.validate();
         policy.remove(index);
         assert_eq!(policy.used(), 10);
         policy.evict().expect("one left");

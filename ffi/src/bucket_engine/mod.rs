@@ -7,9 +7,9 @@
 //! a host that unloads the library afterwards leaks nothing: memcached makes no call on an
 //! engine after its `destroy`, and a later `create_instance` starts afresh. Each module holds one
 //! part:
-//! [`host`] (the host's API tables and the ones our engines get), [`loader`] (engines from
-//! shared libraries), [`config`], [`conn`] (per-connection state and events), [`calls`] (the
-//! proxied engine calls), [`admin`] (CREATE, DELETE, LIST, SELECT), [`stats`], [`tap`].
+//! `host` (the host's API tables and the ones our engines get), `loader` (engines from
+//! shared libraries), `config`, `conn` (per-connection state and events), `calls` (the
+//! proxied engine calls), `admin` (CREATE, DELETE, LIST, SELECT), `stats`, `tap`.
 
 mod admin;
 mod calls;
