@@ -10,7 +10,7 @@
 
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::{self, BulkOp, CallOptions, Level, LockOptions, Options};
-use mcb_ffi::boundary::guard;
+use mcb_abi::boundary::guard;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 use std::time::Duration;

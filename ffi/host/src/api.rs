@@ -8,8 +8,8 @@
 //! itself, before any engine is loaded.
 
 use crate::conn;
-use mcb_ffi::abi::*;
-use mcb_ffi::boundary::guard;
+use mcb_abi::abi::*;
+use mcb_abi::boundary::guard;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -582,7 +582,7 @@ pub fn fire(kind: ENGINE_EVENT_TYPE, data: *const c_void, cookie: *const c_void)
 
 #[cfg(not(feature = "engine-pu"))]
 mod hooks {
-    use mcb_ffi::abi::*;
+    use mcb_abi::abi::*;
     use std::ffi::{c_char, c_int, c_void};
 
     unsafe extern "C" fn add_new(_hook: allocator_new_hook) -> bool {

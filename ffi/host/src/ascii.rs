@@ -8,7 +8,7 @@ use crate::api;
 use crate::binary::KEY_MAX;
 use crate::engine::{Arith, StoreOp};
 use crate::server::{ok, Aligned, Counters, Flow, Peer, Session};
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 use std::io::{self, Write};
 
 /// Longest command line (long multi-key gets included).

@@ -11,7 +11,7 @@
 use crate::api;
 use crate::engine::{Arith, StoreOp};
 use crate::server::{ok, Aligned, Counters, Flow, Peer, Session};
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 use std::io;
 
 const HEADER: usize = PROTOCOL_BINARY_HEADER_SIZE;

@@ -5,8 +5,8 @@
 //! the two callbacks through which engines answer (`ADD_RESPONSE`, `ADD_STAT`).
 
 use crate::api;
-use mcb_ffi::abi::*;
-use mcb_ffi::boundary::guard;
+use mcb_abi::abi::*;
+use mcb_abi::boundary::guard;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};

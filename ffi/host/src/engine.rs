@@ -1,4 +1,4 @@
-//! The engine, loaded as memcached loads it (`mcb_ffi::engine_lib`: `dlopen(RTLD_NOW |
+//! The engine, loaded as memcached loads it (`mcb_abi::engine_lib`: `dlopen(RTLD_NOW |
 //! RTLD_LOCAL)`, `create_instance(1, get_server_api, &handle)`; then `initialize(config)`), and
 //! checked wrappers for the calls the protocols make. The library is never unloaded: memcached
 //! does not unload its engine either, and an engine may have registered callbacks with us.
@@ -7,8 +7,8 @@
 //! pointers against the array we passed and the item's size.
 
 use crate::api;
-use mcb_ffi::abi::*;
-use mcb_ffi::engine_lib::{self, Created};
+use mcb_abi::abi::*;
+use mcb_abi::engine_lib::{self, Created};
 use std::ffi::{c_char, c_int, c_void, CString};
 
 /// The loaded engine: its handle and a copy of its function table (required slots checked).

@@ -3,7 +3,7 @@
 //! It loads an engine exactly as memcached's engine branch does (see [`engine`]), hands it the
 //! server API ([`api`], [`conn`], [`config`]), and serves the binary ([`binary`]) and ASCII
 //! ([`ascii`]) protocols over TCP ([`server`]), with SASL PLAIN ([`sasl`]). Without `-E` it
-//! runs our bucket engine, `libbucket_engine.so`, found next to this binary.
+//! runs our bucket engine: the `libbucket_engine.so` built with it ([`options::DEFAULT_ENGINE`]).
 //!
 //! Exit status: 0 after an engine-requested shutdown, 1 when the engine, the password file or
 //! the listening socket fails, 2 for a bad command line.
@@ -26,11 +26,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let exe_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
-        .unwrap_or_default();
-    let options = match options::parse(&args, &exe_dir) {
+    let options = match options::parse(&args) {
         Ok(Parsed::Run(o)) => o,
         Ok(Parsed::Help) => {
             println!("{}", options::USAGE);

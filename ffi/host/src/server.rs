@@ -14,7 +14,7 @@ use crate::engine::Engine;
 use crate::io::Io;
 use crate::options::Options;
 use crate::sasl::Pwdb;
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 use std::ffi::c_void;
 use std::io;
 use std::net::{TcpListener, TcpStream};
@@ -303,7 +303,7 @@ fn serve(stream: TcpStream, ctx: &'static Ctx) {
     };
     // A panic (a bug of ours) ends this connection only, and it still gets its ON_DISCONNECT.
     let panicked = || Err(io::Error::other("the connection's handler panicked"));
-    let served = mcb_ffi::boundary::guard(panicked(), || match session.io.fill(1) {
+    let served = mcb_abi::boundary::guard(panicked(), || match session.io.fill(1) {
         Ok(true) if session.io.buffered()[0] == PROTOCOL_BINARY_REQ => {
             crate::binary::serve(&mut session)
         }

@@ -57,11 +57,10 @@ pub fn test_engine() -> &'static Path {
     })
 }
 
-/// libbucket_engine.so as cargo built it for this run (a dev-dependency of the host, so
-/// `cargo test -p mcb-host` builds it into target/<profile>/deps next to the test binary).
+/// libbucket_engine.so as cargo built it for this run: the host's default engine, whose path
+/// the host's build script records (`cargo test -p mcb-host` builds it as a dependency).
 pub fn bucket_engine() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let lib = exe.with_file_name("libbucket_engine.so");
+    let lib = PathBuf::from(env!("MCB_BUCKET_ENGINE"));
     assert!(
         lib.exists(),
         "{} is missing: build it with `cargo build -p mcb-bucket-engine` (or run the workspace's tests)",
