@@ -4,10 +4,12 @@
 //! into the allocated item and must end in `\r\n`. Flags are stored in network byte order, as
 //! memcached stores them, so both protocols see the same flags.
 
-use crate::api;
-use crate::binary::KEY_MAX;
+use crate::api::log::set_log_level;
+use crate::api::logger::level_of_verbosity;
+use crate::api::server_core::{to_rel_time, VERSION};
+use crate::codec::KEY_MAX;
 use crate::engine::{Arith, StoreOp};
-use crate::server::{ok, Aligned, Counters, Flow, Peer, Session};
+use crate::session::{ok, Aligned, Counters, Flow, Peer, Session};
 use mcb_abi::abi::*;
 use std::io::{self, Write};
 
@@ -125,7 +127,7 @@ fn command(s: &mut Session, end: usize) -> io::Result<Flow> {
             Flow::Continue
         }
         b"version" => {
-            reply(out, &format!("VERSION {}", api::VERSION));
+            reply(out, &format!("VERSION {}", VERSION));
             Flow::Continue
         }
         b"stats" => stats(peer, tokens, out),
@@ -242,13 +244,13 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
     let engine = peer.engine();
     let allocated = parsed.map(|p| {
         Counters::bump(&peer.ctx.counters.cmd_set);
-        let exptime = api::to_rel_time(p.exptime);
+        let exptime = to_rel_time(p.exptime);
         let item = peer
             .retry(|| engine.allocate(peer.cookie, tokens[1], p.bytes, p.flags.to_be(), exptime));
         (p, item)
     });
     s.io.consume(end + 1);
-    let (p, item) = match allocated {
+    let (p, mut item) = match allocated {
         Err(line) => {
             reply(&mut s.io.wbuf, line);
             return Ok(Flow::Continue);
@@ -265,7 +267,7 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
         }
         Ok((p, Ok(item))) => (p, item),
     };
-    let Some(mut info) = item.info() else {
+    let Some(value) = item.value_mut() else {
         s.io.skip(p.bytes as u64 + 2)?;
         return Ok(say(
             &mut s.io.wbuf,
@@ -273,7 +275,7 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
             "SERVER_ERROR failed to get item details",
         ));
     };
-    for piece in info.value_mut().into_iter().flatten() {
+    for piece in value {
         s.io.read_exact_into(piece)?;
     }
     let mut crlf = [0u8; 2];
@@ -481,7 +483,7 @@ fn verbosity(tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
         }
     };
     if let Some(level) = level {
-        api::set_log_level(crate::binary::log_level(level));
+        set_log_level(level_of_verbosity(level));
     }
     match (level, quiet) {
         (_, true) => Flow::Continue,

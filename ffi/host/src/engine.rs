@@ -30,8 +30,13 @@ pub fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String>
         .map(CString::new)
         .transpose()
         .map_err(|_| "the engine configuration holds a NUL".to_owned())?;
-    let Created { handle, v1 } = engine_lib::load(path, Some(api::get_server_api))?;
-    api::set_engine(handle);
+    // SAFETY: `path` is the engine the operator named with `-E` (or our bucket engine), trusted
+    // as memcached trusts its `-E`; our server API is static.
+    let Created { handle, v1 } = unsafe { engine_lib::load(path, Some(api::get_server_api))? };
+    // SAFETY: the handle create_instance returned, recorded once, before the listener starts
+    // (no connection thread exists yet, and engines read the handle's `engine` field only when
+    // called from one).
+    unsafe { api::set_engine(handle) };
     let engine = Box::leak(Box::new(Engine { handle, v1 }));
     let init = v1.initialize.expect("checked by engine_lib");
     let config_ptr = config.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
@@ -77,7 +82,6 @@ impl Drop for Item<'_> {
 #[derive(Debug)]
 pub struct Info<'i> {
     raw: item_info_iov<{ IOVS - 1 }>,
-    fresh: bool,
     _item: std::marker::PhantomData<&'i ()>,
 }
 
@@ -109,23 +113,6 @@ impl Info<'_> {
             // (borrowed by `self`) keeps it readable until it is released.
             unsafe { std::slice::from_raw_parts(p.iov_base.cast::<u8>(), p.iov_len) }
         })
-    }
-
-    /// The value's memory of a freshly allocated item, for the host to fill before `store`;
-    /// `None` for an item from `get` (stored items are the engine's, read-only).
-    pub fn value_mut(&mut self) -> Option<impl Iterator<Item = &mut [u8]> + '_> {
-        if !self.fresh {
-            return None;
-        }
-        let pieces = self.pieces().filter(|p| p.iov_len > 0);
-        // SAFETY: as in `value`; an allocated item's value is the host's to write until it is
-        // stored (the interface's contract), the pieces do not overlap, and `&mut self` keeps
-        // anyone else from reading them meanwhile.
-        Some(
-            pieces.map(|p| unsafe {
-                std::slice::from_raw_parts_mut(p.iov_base.cast::<u8>(), p.iov_len)
-            }),
-        )
     }
 }
 
@@ -159,7 +146,6 @@ impl Item<'_> {
         }
         let info = Info {
             raw,
-            fresh: self.fresh,
             _item: std::marker::PhantomData,
         };
         let mut total = 0usize;
@@ -170,6 +156,53 @@ impl Item<'_> {
             total = total.checked_add(piece.iov_len)?;
         }
         (total == info.nbytes()).then_some(info)
+    }
+
+    /// The value's memory of a freshly allocated item, for the host to fill before `store`;
+    /// `None` for an item from `get` (stored items are the engine's, read-only) or when
+    /// `get_item_info` fails. `&mut self` makes the pieces the only view of the value while
+    /// they live: no [`Item::info`] and no second `value_mut` meanwhile.
+    ///
+    /// ```compile_fail,E0499
+    /// fn two_writers(item: &mut mcb_host::engine::Item<'_>) {
+    ///     let a = item.value_mut();
+    ///     let b = item.value_mut(); // a second `&mut` to the same bytes: refused
+    ///     drop((a, b));
+    /// }
+    /// ```
+    /// ```compile_fail,E0502
+    /// fn read_while_writing(item: &mut mcb_host::engine::Item<'_>) {
+    ///     let a = item.value_mut();
+    ///     let b = item.info(); // a `&` view while the `&mut` lives: refused
+    ///     drop((a, b));
+    /// }
+    /// ```
+    /// One after the other is fine:
+    /// ```
+    /// fn one_at_a_time(item: &mut mcb_host::engine::Item<'_>) {
+    ///     drop(item.value_mut());
+    ///     drop(item.value_mut());
+    ///     drop(item.info());
+    /// }
+    /// ```
+    pub fn value_mut(&mut self) -> Option<impl Iterator<Item = &mut [u8]> + '_> {
+        let info = self.info()?;
+        if !self.fresh {
+            return None;
+        }
+        let n = usize::from(info.raw.info.nvalue);
+        let mut pieces = [info.raw.info.value[0]; IOVS];
+        pieces[1..].copy_from_slice(&info.raw.more);
+        let pieces = pieces.into_iter().take(n).filter(|p| p.iov_len > 0);
+        // SAFETY: `info` checked that a non-empty piece has a base and that the pieces add up
+        // to the item's size; an allocated item's value is the host's to write until it is
+        // stored (the interface's contract) and stays alive while we hold the item; the pieces
+        // do not overlap, and `&mut self` keeps any other view of them from existing meanwhile.
+        Some(
+            pieces.map(|p| unsafe {
+                std::slice::from_raw_parts_mut(p.iov_base.cast::<u8>(), p.iov_len)
+            }),
+        )
     }
 }
 

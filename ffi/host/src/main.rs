@@ -1,25 +1,12 @@
-//! mcb-memcached: a memcached server for engine interface v1 libraries.
-//!
-//! It loads an engine exactly as memcached's engine branch does (see [`engine`]), hands it the
-//! server API ([`api`], [`conn`], [`config`]), and serves the binary ([`binary`]) and ASCII
-//! ([`ascii`]) protocols over TCP ([`server`]), with SASL PLAIN ([`sasl`]). Without `-E` it
-//! runs our bucket engine: the `libbucket_engine.so` built with it ([`options::DEFAULT_ENGINE`]).
+//! mcb-memcached: a memcached server for engine interface v1 libraries (the library
+//! `mcb_host` holds the server; this is its command line).
 //!
 //! Exit status: 0 after an engine-requested shutdown, 1 when the engine, the password file or
 //! the listening socket fails, 2 for a bad command line.
 
-mod api;
-mod ascii;
-mod binary;
-mod config;
-mod conn;
-mod engine;
-mod io;
-mod options;
-mod sasl;
-mod server;
-
-use options::{Options, Parsed};
+use mcb_host::api::{self, server_core};
+use mcb_host::options::{self, Options, Parsed};
+use mcb_host::{engine, sasl, server, session};
 use std::ffi::CString;
 use std::net::TcpListener;
 use std::process::ExitCode;
@@ -80,14 +67,14 @@ fn start(options: Options) -> Result<(), String> {
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    api::set_listener(&listener);
+    server_core::set_listener(&listener);
     // Tests and scripts wait for this line to learn the port.
     println!("mcb-memcached listening on {local}");
-    let ctx = Box::leak(Box::new(server::Ctx {
+    let ctx = Box::leak(Box::new(session::Ctx {
         engine,
         pwdb,
         options,
-        counters: server::Counters::default(),
+        counters: session::Counters::default(),
         started: std::time::Instant::now(),
     }));
     server::run(listener, ctx).map_err(|e| format!("serving failed: {e}"))
