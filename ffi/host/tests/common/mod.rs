@@ -289,6 +289,29 @@ impl Bin {
             ));
         }
     }
+
+    /// Polls the default stats group until `name` has `value`: how a test waits for the engine
+    /// to reach a state (a connection parked, a disconnect seen) instead of sleeping and hoping.
+    /// Fails after [`TIMEOUT`] with the last value seen.
+    pub fn wait_for_stat(&mut self, name: &str, value: &str) {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            let stats = self.stats(b"");
+            let seen = stats
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str());
+            if seen == Some(value) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "stat {name} is {seen:?}, not {value:?}, after {TIMEOUT:?}"
+            );
+            // A pause between polls only saves CPU: the loop ends on the state, not the time.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
