@@ -46,6 +46,11 @@ fn dlerror() -> String {
 
 /// Opens the library at `path` and creates its engine with `get_server_api`.
 ///
+/// Safe code cannot load an engine: whatever the library does is on the caller's word.
+/// ```compile_fail,E0133
+/// let _ = mcb_abi::engine_lib::load("/path/to/engine.so", None);
+/// ```
+///
 /// # Safety
 /// Loading a library runs its code, which Rust cannot check: `path`, if it opens, must be an
 /// engine library of interface v1, whose initialisers are sound to run in this process and

@@ -8,14 +8,14 @@
 //!   so; a run with `CI` set fails instead (.ci/run installs it);
 //! - the suite built with gcc's AddressSanitizer and UBSan (`make SAN=1`), any report failing.
 //!
-//! The harness is built as the `abi_*` tests of `mcb-ffi` build it (their `abi_common` module,
+//! The harness is built as the `abi_*` tests of `mcb-abi` build it (their `abi_common` module,
 //! included by path: make in the variant matching the features, under their lock file). A
 //! missing make or C compiler is a failure, not a skip. The cdylib is the one cargo built for
 //! this test run, next to this test binary. `BUCKET_CONFORMANCE_ARGS` (space-separated test names)
 //! narrows a run while debugging.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-#[path = "../../tests/abi_common/mod.rs"]
+#[path = "../../abi/tests/abi_common/mod.rs"]
 mod abi_common;
 
 use abi_common::{build, build_sanitized, SANITIZER_ENV};

@@ -1,11 +1,11 @@
 //! memcached's binary protocol: 24-byte request headers (magic 0x80), responses (magic 0x81)
 //! echoing the opcode and opaque. Values of storage commands are read straight into the item
-//! the engine allocated; every other packet is read whole (up to [`MAX_PACKET`]). Quiet
+//! the engine allocated; every other packet is read whole (up to `MAX_PACKET`). Quiet
 //! commands answer only on error (gets: only on a hit). Opcodes the host does not handle go to
 //! the engine's `unknown_command`, answering through `ADD_RESPONSE`.
 //!
 //! A bad magic byte, a header whose extras and key do not fit its body, or a packet over
-//! [`MAX_PACKET`] ends the connection (after an error response where one can be framed), as
+//! `MAX_PACKET` ends the connection (after an error response where one can be framed), as
 //! memcached does: the stream cannot be trusted past them.
 
 use crate::api::extension::log;
@@ -239,7 +239,7 @@ fn store(s: &mut Session, h: &Header, op: StoreOp, quiet: bool) -> io::Result<Fl
         ),
         _ => (0, 0),
     };
-    let allocated = peer.retry(|| engine.allocate(peer.cookie, key, vlen, flags, exptime));
+    let allocated = peer.retry(|| engine.allocate(peer.cookie(), key, vlen, flags, exptime));
     s.io.consume(head);
     let mut item = match allocated {
         Ok(item) => item,
@@ -346,7 +346,7 @@ fn get(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool, with_key:
     Counters::bump(&counters.cmd_get);
     let engine = peer.engine();
     let key: &[u8] = if with_key { req.key } else { &[] };
-    match peer.retry(|| engine.get(peer.cookie, req.key, h.vbucket)) {
+    match peer.retry(|| engine.get(peer.cookie(), req.key, h.vbucket)) {
         Ok(item) => {
             let Some(info) = item.info() else {
                 status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
@@ -378,7 +378,7 @@ fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flo
     }
     let engine = peer.engine();
     let mut cas = h.cas;
-    let rc = peer.retry(|| ok(engine.remove(peer.cookie, req.key, &mut cas, h.vbucket)));
+    let rc = peer.retry(|| ok(engine.remove(peer.cookie(), req.key, &mut cas, h.vbucket)));
     answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), cas, quiet)
 }
 
@@ -401,7 +401,7 @@ fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, qui
     let engine = peer.engine();
     let (mut cas, mut result) = (0, 0);
     let rc = peer.retry(|| {
-        ok(engine.arithmetic(peer.cookie, req.key, &a, &mut cas, &mut result, h.vbucket))
+        ok(engine.arithmetic(peer.cookie(), req.key, &a, &mut cas, &mut result, h.vbucket))
     });
     match rc {
         Ok(()) if quiet => Flow::Continue,
@@ -430,7 +430,7 @@ fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow
     };
     Counters::bump(&peer.ctx.counters.cmd_flush);
     let engine = peer.engine();
-    let rc = peer.retry(|| ok(engine.flush(peer.cookie, when)));
+    let rc = peer.retry(|| ok(engine.flush(peer.cookie(), when)));
     answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), 0, quiet)
 }
 
@@ -488,7 +488,7 @@ fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, scratch: &mut Alig
     peer.open_sink(false, h.opcode, h.opaque);
     let engine = peer.engine();
     // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.
-    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(peer.cookie, packet) }));
+    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(peer.cookie(), packet) }));
     let responded = peer.take_sink(out).is_some();
     match rc {
         Ok(()) => Flow::Continue,

@@ -66,7 +66,7 @@ impl Table {
 /// `SERVER_CORE_API::parse_config`.
 ///
 /// # Safety
-/// `text` is NULL or NUL-terminated; `items` is NULL or a table as in [`Table::new`] whose
+/// `text` is NULL or NUL-terminated; `items` is NULL or a table as in `Table::new` whose
 /// value pointers point at live storage of each item's datatype; `error` is NULL or a stream.
 pub unsafe extern "C" fn parse_config(
     text: *const c_char,

@@ -10,6 +10,7 @@ use crate::codec::{encode_response, push_stat, Response, Sink};
 use mcb_abi::abi::*;
 use mcb_abi::boundary::guard;
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -18,6 +19,22 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 struct Auth {
     user: Option<CString>,
     config: Option<CString>,
+}
+
+/// A connection's cookie, borrowed from the `Arc<Conn>` that keeps it valid: the engine calls
+/// take this, not a raw pointer, so safe code cannot hand an engine a cookie of a connection
+/// that is gone (or one that never was).
+#[derive(Debug, Clone, Copy)]
+pub struct Cookie<'c> {
+    ptr: *const c_void,
+    _conn: PhantomData<&'c Conn>,
+}
+
+impl Cookie<'_> {
+    /// The pointer engines know the connection by; live while the borrow lasts.
+    pub fn as_ptr(self) -> *const c_void {
+        self.ptr
+    }
 }
 
 /// One client connection.
@@ -51,9 +68,12 @@ impl Conn {
         })
     }
 
-    /// The cookie engines get for this connection.
-    pub fn cookie(self: &Arc<Self>) -> *const c_void {
-        Arc::as_ptr(self).cast()
+    /// The cookie engines get for this connection, borrowed from it.
+    pub fn cookie(self: &Arc<Self>) -> Cookie<'_> {
+        Cookie {
+            ptr: Arc::as_ptr(self).cast(),
+            _conn: PhantomData,
+        }
     }
 
     /// The answer sink; never held across an engine call (the engine's callbacks lock it).
@@ -71,7 +91,13 @@ impl Conn {
         };
         // SAFETY: ON_AUTH carries the connection's auth data, live for the call (its strings
         // until the next authentication); the cookie is live (`self`).
-        unsafe { callback::fire(ON_AUTH, std::ptr::from_ref(&data).cast(), self.cookie()) };
+        unsafe {
+            callback::fire(
+                ON_AUTH,
+                std::ptr::from_ref(&data).cast(),
+                self.cookie().as_ptr(),
+            )
+        };
     }
 
     pub fn is_authenticated(&self) -> bool {
@@ -235,6 +261,10 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
 }
 
 /// `ADD_RESPONSE`: a binary response to the current request (ASCII: its status only).
+///
+/// # Safety
+/// The engine's contract: each pointer is NULL (only with a zero length) or points at its
+/// length's readable bytes, and `cookie` is NULL or a live cookie of this host.
 pub unsafe extern "C" fn add_response(
     key: *const c_void,
     keylen: u16,
@@ -283,6 +313,9 @@ pub unsafe extern "C" fn add_response(
 }
 
 /// `ADD_STAT`: one statistic (an empty key ends a binary stats stream).
+///
+/// # Safety
+/// As for [`add_response`]: buffers with their lengths, and a live cookie (or NULL).
 pub unsafe extern "C" fn add_stat(
     key: *const c_char,
     klen: u16,

@@ -7,6 +7,7 @@
 //! pointers against the array we passed and the item's size.
 
 use crate::api;
+use crate::conn::Cookie;
 use mcb_abi::abi::*;
 use mcb_abi::engine_lib::{self, Created};
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -63,7 +64,7 @@ const IOVS: usize = 8;
 #[derive(Debug)]
 pub struct Item<'e> {
     engine: &'e Engine,
-    cookie: *const c_void,
+    cookie: Cookie<'e>,
     item: *mut item,
     /// From `allocate`: the host fills the value before `store`.
     fresh: bool,
@@ -73,7 +74,7 @@ impl Drop for Item<'_> {
     fn drop(&mut self) {
         let release = self.engine.v1.release.expect("checked at load");
         // SAFETY: an item reference we hold, released once.
-        unsafe { release(self.engine.handle, self.cookie, self.item) };
+        unsafe { release(self.engine.handle, self.cookie.as_ptr(), self.item) };
     }
 }
 
@@ -139,7 +140,14 @@ impl Item<'_> {
         };
         let f = self.engine.v1.get_item_info.expect("checked at load");
         // SAFETY: our item; an item_info followed by IOVS - 1 more iovecs, as nvalue says.
-        let ok = unsafe { f(self.engine.handle, self.cookie, self.item, &mut raw.info) };
+        let ok = unsafe {
+            f(
+                self.engine.handle,
+                self.cookie.as_ptr(),
+                self.item,
+                &mut raw.info,
+            )
+        };
         let n = usize::from(raw.info.nvalue);
         if !ok || n > IOVS {
             return None;
@@ -220,14 +228,14 @@ pub struct Arith {
 }
 
 impl Engine {
-    pub fn allocate(
-        &self,
-        cookie: *const c_void,
+    pub fn allocate<'a>(
+        &'a self,
+        cookie: Cookie<'a>,
         key: &[u8],
         nbytes: usize,
         flags: u32,
         exptime: rel_time_t,
-    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+    ) -> Result<Item<'a>, ENGINE_ERROR_CODE> {
         let f = self.v1.allocate.expect("checked at load");
         let mut it: *mut item = std::ptr::null_mut();
         let (k, nk) = key_args(key);
@@ -235,7 +243,7 @@ impl Engine {
         let rc = unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.as_ptr(),
                 &mut it,
                 k,
                 nk,
@@ -247,12 +255,12 @@ impl Engine {
         self.item(rc, cookie, it, true)
     }
 
-    pub fn get(
-        &self,
-        cookie: *const c_void,
+    pub fn get<'a>(
+        &'a self,
+        cookie: Cookie<'a>,
         key: &[u8],
         vbucket: u16,
-    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+    ) -> Result<Item<'a>, ENGINE_ERROR_CODE> {
         let f = self.v1.get.expect("checked at load");
         let mut it: *mut item = std::ptr::null_mut();
         let Ok(nkey) = c_int::try_from(key.len()) else {
@@ -262,7 +270,7 @@ impl Engine {
         let rc = unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.as_ptr(),
                 &mut it,
                 key.as_ptr().cast(),
                 nkey,
@@ -272,13 +280,13 @@ impl Engine {
         self.item(rc, cookie, it, false)
     }
 
-    fn item(
-        &self,
+    fn item<'a>(
+        &'a self,
         rc: ENGINE_ERROR_CODE,
-        cookie: *const c_void,
+        cookie: Cookie<'a>,
         it: *mut item,
         fresh: bool,
-    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+    ) -> Result<Item<'a>, ENGINE_ERROR_CODE> {
         match (rc, it.is_null()) {
             (ENGINE_SUCCESS, false) => Ok(Item {
                 engine: self,
@@ -294,7 +302,7 @@ impl Engine {
     pub fn item_set_cas(&self, item: &Item<'_>, cas: u64) {
         let f = self.v1.item_set_cas.expect("checked at load");
         // SAFETY: an item reference we hold.
-        unsafe { f(self.handle, item.cookie, item.item, cas) }
+        unsafe { f(self.handle, item.cookie.as_ptr(), item.item, cas) }
     }
 
     pub fn store(
@@ -306,12 +314,21 @@ impl Engine {
     ) -> ENGINE_ERROR_CODE {
         let f = self.v1.store.expect("checked at load");
         // SAFETY: an item reference we hold; a live CAS in/out.
-        unsafe { f(self.handle, item.cookie, item.item, cas, op, vbucket) }
+        unsafe {
+            f(
+                self.handle,
+                item.cookie.as_ptr(),
+                item.item,
+                cas,
+                op,
+                vbucket,
+            )
+        }
     }
 
     pub fn remove(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie<'_>,
         key: &[u8],
         cas: &mut u64,
         vbucket: u16,
@@ -320,16 +337,16 @@ impl Engine {
         let (k, nk) = key_args(key);
         // SAFETY: a live key and CAS in/out (v2.5.1: by pointer).
         #[cfg(not(feature = "engine-pu"))]
-        let rc = unsafe { f(self.handle, cookie, k, nk, cas, vbucket) };
+        let rc = unsafe { f(self.handle, cookie.as_ptr(), k, nk, cas, vbucket) };
         // SAFETY: a live key (engine-pu: the CAS by value).
         #[cfg(feature = "engine-pu")]
-        let rc = unsafe { f(self.handle, cookie, k, nk, *cas, vbucket) };
+        let rc = unsafe { f(self.handle, cookie.as_ptr(), k, nk, *cas, vbucket) };
         rc
     }
 
     pub fn arithmetic(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie<'_>,
         key: &[u8],
         a: &Arith,
         cas: &mut u64,
@@ -344,7 +361,7 @@ impl Engine {
         unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.as_ptr(),
                 key.as_ptr().cast(),
                 nkey,
                 a.incr,
@@ -359,14 +376,14 @@ impl Engine {
         }
     }
 
-    pub fn flush(&self, cookie: *const c_void, when: libc::time_t) -> ENGINE_ERROR_CODE {
+    pub fn flush(&self, cookie: Cookie<'_>, when: libc::time_t) -> ENGINE_ERROR_CODE {
         let f = self.v1.flush.expect("checked at load");
         // SAFETY: the engine's handle and our cookie.
-        unsafe { f(self.handle, cookie, when) }
+        unsafe { f(self.handle, cookie.as_ptr(), when) }
     }
 
     /// Statistics of `group` (empty: the default group), through [`crate::conn::add_stat`].
-    pub fn get_stats(&self, cookie: *const c_void, group: &[u8]) -> ENGINE_ERROR_CODE {
+    pub fn get_stats(&self, cookie: Cookie<'_>, group: &[u8]) -> ENGINE_ERROR_CODE {
         let f = self.v1.get_stats.expect("checked at load");
         let Ok(n) = c_int::try_from(group.len()) else {
             return ENGINE_EINVAL;
@@ -377,13 +394,21 @@ impl Engine {
             group.as_ptr().cast::<c_char>()
         };
         // SAFETY: a live key (or NULL for the default group) and our callback.
-        unsafe { f(self.handle, cookie, key, n, Some(crate::conn::add_stat)) }
+        unsafe {
+            f(
+                self.handle,
+                cookie.as_ptr(),
+                key,
+                n,
+                Some(crate::conn::add_stat),
+            )
+        }
     }
 
-    pub fn reset_stats(&self, cookie: *const c_void) {
+    pub fn reset_stats(&self, cookie: Cookie<'_>) {
         let f = self.v1.reset_stats.expect("checked at load");
         // SAFETY: the engine's handle and our cookie.
-        unsafe { f(self.handle, cookie) }
+        unsafe { f(self.handle, cookie.as_ptr()) }
     }
 
     /// Any other binary command, answering through [`crate::conn::add_response`].
@@ -393,7 +418,7 @@ impl Engine {
     /// writable, and live during the call.
     pub unsafe fn unknown_command(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie<'_>,
         packet: *mut u64,
     ) -> ENGINE_ERROR_CODE {
         let f = self.v1.unknown_command.expect("checked at load");
@@ -401,7 +426,7 @@ impl Engine {
         unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.as_ptr(),
                 packet.cast::<protocol_binary_request_header>(),
                 Some(crate::conn::add_response),
             )

@@ -70,11 +70,11 @@ pub fn run(listener: TcpListener, ctx: &'static Ctx) -> io::Result<()> {
 fn serve(stream: TcpStream, ctx: &'static Ctx) {
     let _ = stream.set_nodelay(true);
     let conn = Conn::new(stream.as_raw_fd());
-    let cookie = conn.cookie();
+    let cookie = conn.cookie().as_ptr();
     // SAFETY: ON_CONNECT carries no data; the cookie is live (`conn` holds it).
     unsafe { callback::fire(ON_CONNECT, std::ptr::null(), cookie) };
     let mut session = Session {
-        peer: Peer { ctx, conn, cookie },
+        peer: Peer { ctx, conn },
         io: Io::new(stream),
         scratch: Aligned::default(),
     };

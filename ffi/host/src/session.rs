@@ -4,13 +4,12 @@
 
 use crate::api::{server_core, stat};
 use crate::codec::push_stat;
-use crate::conn::Conn;
+use crate::conn::{Conn, Cookie};
 use crate::engine::Engine;
 use crate::io::Io;
 use crate::options::Options;
 use crate::sasl::Pwdb;
 use mcb_abi::abi::*;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -70,7 +69,6 @@ pub struct Ctx {
 pub struct Peer {
     pub ctx: &'static Ctx,
     pub conn: Arc<Conn>,
-    pub cookie: *const c_void,
 }
 
 /// One connection's state: the peer, its buffers, and a reusable buffer for packets handed to
@@ -127,6 +125,11 @@ impl Peer {
         self.ctx.engine
     }
 
+    /// The connection's cookie, for engine calls.
+    pub fn cookie(&self) -> Cookie<'_> {
+        self.conn.cookie()
+    }
+
     /// Runs an engine call; while it answers EWOULDBLOCK, parks the connection until the
     /// engine's `notify_io_complete` and then retries it (or fails with the notified status),
     /// as memcached does.
@@ -175,7 +178,7 @@ impl Peer {
         match group {
             b"" => {
                 self.host_stats();
-                let rc = self.retry(|| ok(self.engine().get_stats(self.cookie, b"")));
+                let rc = self.retry(|| ok(self.engine().get_stats(self.cookie(), b"")));
                 rc.err().unwrap_or(ENGINE_SUCCESS)
             }
             b"settings" => {
@@ -184,11 +187,11 @@ impl Peer {
             }
             b"reset" => {
                 self.ctx.counters.reset();
-                self.engine().reset_stats(self.cookie);
+                self.engine().reset_stats(self.cookie());
                 ENGINE_SUCCESS
             }
             _ => {
-                let rc = self.retry(|| ok(self.engine().get_stats(self.cookie, group)));
+                let rc = self.retry(|| ok(self.engine().get_stats(self.cookie(), group)));
                 rc.err().unwrap_or(ENGINE_SUCCESS)
             }
         }

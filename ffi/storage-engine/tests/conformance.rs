@@ -10,7 +10,7 @@
 //! no-op when they are current) before it looks for them.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-#[path = "../../tests/abi_common/mod.rs"]
+#[path = "../../abi/tests/abi_common/mod.rs"]
 mod abi_common;
 
 use abi_common::{build, build_sanitized, built_library, exported_functions, SANITIZER_ENV};

@@ -23,7 +23,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use abi_common::{build, Raw};
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 
 fn run(program: &str, args: &[&Path]) -> Output {
     let path = build().join(program);

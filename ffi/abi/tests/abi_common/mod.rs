@@ -1,12 +1,12 @@
-//! Shared by the `abi_*` tests and the bucket engine's conformance runner
-//! (`ffi/bucket-engine/tests/bucket_engine_c.rs`, which includes it by path): builds the C harness in `examples-c/engine` with make (once per
-//! test binary) in the variant matching the crate's features, and reads typed constants as
-//! plain integers.
+//! Shared by the `abi_*` tests and, included by path, the engines' C suite runners
+//! (`ffi/bucket-engine/tests`, `ffi/storage-engine/tests`, `ffi/tests`): builds the C harness in
+//! `examples-c/engine` with make (once per test binary) in the variant matching the crate's
+//! features, plain or sanitized, and reads typed constants as plain integers.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
