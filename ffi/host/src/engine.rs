@@ -26,17 +26,21 @@ unsafe impl Send for Engine {}
 unsafe impl Sync for Engine {}
 
 /// Loads and initializes the engine at `path`; the error says what failed and why.
-pub fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String> {
+///
+/// # Safety
+/// As [`mcb_abi::engine_lib::load`]: `path`, if it opens, is an engine library of interface v1
+/// whose code is sound to run in this process. Call it once, after [`api::init`] and before
+/// any connection is served (it records the engine in the server handle).
+pub unsafe fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String> {
     let config = config
         .map(CString::new)
         .transpose()
         .map_err(|_| "the engine configuration holds a NUL".to_owned())?;
-    // SAFETY: `path` is the engine the operator named with `-E` (or our bucket engine), trusted
-    // as memcached trusts its `-E`; our server API is static.
+    // SAFETY: `path` is an engine library (this function's contract); our server API is
+    // static.
     let Created { handle, v1 } = unsafe { engine_lib::load(path, Some(api::get_server_api))? };
     // SAFETY: the handle create_instance returned, recorded once, before the listener starts
-    // (no connection thread exists yet, and engines read the handle's `engine` field only when
-    // called from one).
+    // (this function's contract: no connection thread exists yet).
     unsafe { api::set_engine(handle) };
     let engine = Box::leak(Box::new(Engine { handle, v1 }));
     let init = v1.initialize.expect("checked by engine_lib");

@@ -61,7 +61,9 @@ fn start(options: Options) -> Result<(), String> {
         .as_deref()
         .map(sasl::Pwdb::load)
         .transpose()?;
-    let engine = engine::load(&options.engine, options.engine_config.as_deref())?;
+    // SAFETY: the engine the operator named with `-E` (or the bucket engine built with us),
+    // trusted as memcached trusts its `-E`; loaded once, after api::init, before the listener.
+    let engine = unsafe { engine::load(&options.engine, options.engine_config.as_deref())? };
     let listener = TcpListener::bind((options.listen.as_str(), options.port))
         .map_err(|e| format!("cannot listen on {}:{}: {e}", options.listen, options.port))?;
     let local = listener

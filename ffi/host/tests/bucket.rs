@@ -22,11 +22,11 @@ impl Drop for TempDir {
 }
 
 fn start(extra_config: &str) -> Fixture {
-    let dir = std::env::temp_dir().join(format!(
-        "mcb-host-bucket-{}-{}",
-        std::process::id(),
-        extra_config.len()
-    ));
+    // One directory per fixture: tests run in parallel, and each removes its own on drop.
+    static FIXTURES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    // Relaxed: only the numbers must differ; nothing is published with them.
+    let n = FIXTURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mcb-host-bucket-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pwdb = dir.join("isasl.pw");
     std::fs::write(&pwdb, "admin adminpw\nalice apw\nbob bpw\ncarol cpw\n").unwrap();

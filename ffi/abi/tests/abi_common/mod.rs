@@ -1,5 +1,6 @@
 //! Shared by the `abi_*` tests and, included by path, the engines' C suite runners
-//! (`ffi/bucket-engine/tests`, `ffi/storage-engine/tests`, `ffi/tests`): builds the C harness in
+//! (`ffi/bucket-engine/tests`, `ffi/storage-engine/tests`, `ffi/tests`) and the host's tests:
+//! builds the C harness in
 //! `examples-c/engine` with make (once per test binary) in the variant matching the crate's
 //! features, plain or sanitized, and reads typed constants as plain integers.
 
