@@ -5,6 +5,11 @@
 //! server API ([`api`], [`conn`], [`config`]), and serves the binary ([`binary`]) and ASCII
 //! ([`ascii`]) protocols over TCP ([`server`]), with SASL PLAIN ([`sasl`]). Without `-E` it
 //! runs our bucket engine: the `libbucket_engine.so` built with it ([`options::DEFAULT_ENGINE`]).
+//!
+//! Layers, each module using only those before it (`tests/module_graph.rs` checks it):
+//! `options`, `config`, `io`, `sasl`, [`codec`] (how answers are encoded); the `api` tables and
+//! [`conn`] (the cookie table), then [`api`] itself (the handle pointing at them); [`engine`];
+//! [`session`] (what a protocol handler holds); [`binary`] and [`ascii`]; [`server`].
 
 pub mod api;
 pub mod ascii;
