@@ -14,9 +14,10 @@
  *               retried call answers SUCCESS "async done"
  *   0xe2 GATE   releases every ASYNC "wait"
  *
- * Anything else gets ENGINE_ENOTSUP (the host answers "unknown command"). It registers for
- * ON_DISCONNECT and counts disconnects (stat "disconnects"), dropping that connection's TAP
- * stream and pending ASYNC state. Configuration (parsed with the host's parse_config):
+ * Anything else gets ENGINE_ENOTSUP (the host answers "unknown command"). Stat "async_pending"
+ * counts the ASYNC calls answered EWOULDBLOCK and not yet retried, so a test can wait for a
+ * connection to be parked. It registers for ON_DISCONNECT and counts disconnects (stat
+ * "disconnects"), dropping that connection's TAP stream and pending ASYNC state. Configuration (parsed with the host's parse_config):
  * cache_size (size), name (string), verbose (bool), config_file; unknown keys fail initialize
  * with EINVAL. Values are raw bytes: unlike memcached, no trailing CRLF is expected.
  */
@@ -631,6 +632,10 @@ static ENGINE_ERROR_CODE te_get_stats(ENGINE_HANDLE *h, const void *cookie, cons
     pthread_mutex_lock(&e->lock);
     te_stats s = e->stats;
     size_t cache_size = e->cache_size;
+    uint64_t async_pending = 0;
+    for (const te_async *a = e->asyncs; a != NULL; a = a->next) {
+        async_pending++;
+    }
     pthread_mutex_unlock(&e->lock);
     if (stat_key == NULL || nkey == 0) {
         const char *name = e->name != NULL ? e->name : "";
@@ -644,6 +649,7 @@ static ENGINE_ERROR_CODE te_get_stats(ENGINE_HANDLE *h, const void *cookie, cons
         emit(add_stat, cookie, "get_misses", "%" PRIu64, s.get_misses);
         emit(add_stat, cookie, "cmd_set", "%" PRIu64, s.cmd_set);
         emit(add_stat, cookie, "disconnects", "%" PRIu64, s.disconnects);
+        emit(add_stat, cookie, "async_pending", "%" PRIu64, async_pending);
         emit(add_stat, cookie, "cache_size", "%" PRIu64, cache_size);
         return ENGINE_SUCCESS;
     }

@@ -1,16 +1,17 @@
-//! The C boundary: thin functions that check what C hands them, call `mcb_core`, and map the
-//! results to codes.
+//! Our engines behind the C boundary: thin functions that check what C hands them, call
+//! `mcb_core`, and map the results to codes.
 //!
-//! - [`abi`]: `#[repr(C)]` mirrors of memcached's engine interface v1.
 //! - [`bucket_engine`]: the drop-in bucket engine; `ffi/bucket-engine` exports it as
 //!   `libbucket_engine.so`.
 //! - [`storage`]: the built-in storage engine over `mcb_core::store`; `ffi/storage-engine`
 //!   exports it as `libmcb_engine.so`, and the bucket engine creates it for `engine=builtin`.
+//!
+//! The interface itself (the `abi` mirrors, the panic `boundary`, `engine_lib`) is the crate
+//! `mcb_abi`, which a host uses without any of this; it is re-exported here under the same
+//! paths, so engine code reads `crate::abi::*` as before.
 
-pub mod abi;
-pub mod boundary;
+pub use mcb_abi::{abi, boundary, engine_lib};
 pub mod bucket_engine;
-pub mod engine_lib;
 mod host_api;
 pub mod storage;
 mod wire;

@@ -5,6 +5,7 @@
 //! harness's mock memcached (`libmock_host.so`), set up once for both tests.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
+#[path = "../abi/tests/abi_common/mod.rs"]
 mod abi_common;
 
 use abi_common::build;

@@ -5,20 +5,21 @@
 //!   status 0 only when all passed;
 //! - the suite again under valgrind memcheck (leaks and errors fail the test that made them;
 //!   valgrind follows the suite's forks) when valgrind is on PATH. A local run without it says
-//!   so; a run with `CI` set fails instead (.ci/run installs it).
+//!   so; a run with `CI` set fails instead (.ci/run installs it);
+//! - the suite built with gcc's AddressSanitizer and UBSan (`make SAN=1`), any report failing.
 //!
-//! The harness is built as the `abi_*` tests of `mcb-ffi` build it (their `abi_common` module,
+//! The harness is built as the `abi_*` tests of `mcb-abi` build it (their `abi_common` module,
 //! included by path: make in the variant matching the features, under their lock file). A
 //! missing make or C compiler is a failure, not a skip. The cdylib is the one cargo built for
 //! this test run, next to this test binary. `BUCKET_CONFORMANCE_ARGS` (space-separated test names)
 //! narrows a run while debugging.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-#[path = "../../tests/abi_common/mod.rs"]
+#[path = "../../abi/tests/abi_common/mod.rs"]
 mod abi_common;
 
-use abi_common::build;
-use std::path::PathBuf;
+use abi_common::{build, build_sanitized, SANITIZER_ENV};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The `libbucket_engine.so` cargo built for this test run, next to this test binary in
@@ -40,8 +41,9 @@ fn selected_tests() -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn suite(prefix: &[&str], timeout_s: u32) -> Output {
-    let program = build().join("bucket_conformance");
+/// Runs the suite of the harness built in `harness`, under the command `prefix` if any.
+fn suite(harness: &Path, prefix: &[&str], timeout_s: u32) -> Output {
+    let program = harness.join("bucket_conformance");
     let (first, rest) = match prefix.split_first() {
         Some((first, rest)) => (PathBuf::from(first), rest),
         None => (program.clone(), &[][..]),
@@ -52,8 +54,10 @@ fn suite(prefix: &[&str], timeout_s: u32) -> Output {
         cmd.arg(&program);
     }
     cmd.arg(bucket_engine_lib())
-        .arg(build().join("libtest_engine.so"))
+        .arg(harness.join("libtest_engine.so"))
         .args(selected_tests())
+        // Read only by a sanitized build.
+        .envs(SANITIZER_ENV)
         .env("BUCKET_CONFORMANCE_TIMEOUT", timeout_s.to_string())
         .env_remove("MEMCACHED_TOP_KEYS")
         .env_remove("BUCKET_ENGINE_DIABLE_AUTH_PHASE");
@@ -80,8 +84,14 @@ fn assert_passed(what: &str, out: &Output) {
 
 #[test]
 fn bucket_engine_conformance_suite_passes() {
-    let out = suite(&[], 120);
+    let out = suite(build(), &[], 120);
     assert_passed("bucket_conformance", &out);
+}
+
+#[test]
+fn bucket_engine_conformance_is_clean_under_asan_and_ubsan() {
+    let out = suite(build_sanitized(), &[], 120);
+    assert_passed("bucket_conformance under ASan and UBSan", &out);
 }
 
 #[test]
@@ -90,6 +100,7 @@ fn bucket_engine_conformance_is_clean_under_valgrind() {
         return;
     }
     let out = suite(
+        build(),
         &[
             "valgrind",
             "--quiet",

@@ -1,7 +1,7 @@
 //! `libbucket_engine.so` exports exactly what memcached looks up: `create_instance`, and nothing
 //! else that could clash with the host or another engine.
 
-#[path = "../../tests/abi_common/mod.rs"]
+#[path = "../../abi/tests/abi_common/mod.rs"]
 mod abi_common;
 
 #[test]

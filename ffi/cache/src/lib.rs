@@ -8,9 +8,9 @@
 
 #![allow(non_camel_case_types)]
 
+use mcb_abi::boundary::guard;
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::{self, BulkOp, CallOptions, Level, LockOptions, Options};
-use mcb_ffi::boundary::guard;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 use std::time::Duration;

@@ -1,5 +1,7 @@
 //! Builds the C examples of the cache tiers with their Makefile, runs them (exit 0), and runs
-//! them again under valgrind's memcheck when valgrind is installed (CI installs it).
+//! them again under valgrind's memcheck when valgrind is installed (CI installs it), and built
+//! with gcc's AddressSanitizer and UBSan (`make SAN=1`: the example is instrumented, the Rust
+//! library's heap goes through the sanitizer's malloc).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,15 +38,26 @@ fn the_c_examples_run_clean() {
     std::fs::create_dir_all(&out).expect("temp dir");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples-c/cache");
     // A missing `make` or C compiler fails here, loudly.
-    run(Command::new("make")
-        .arg("-s")
-        .arg("-C")
-        .arg(&dir)
-        .arg(format!("LIBDIR={}", lib.display()))
-        .arg(format!("OUT={}", out.display())));
+    let make = |out: &Path, extra: &[&str]| {
+        run(Command::new("make")
+            .arg("-s")
+            .arg("-C")
+            .arg(&dir)
+            .arg(format!("LIBDIR={}", lib.display()))
+            .arg(format!("OUT={}", out.display()))
+            .args(extra));
+    };
+    make(&out, &[]);
     let example = out.join("threads");
     // cargo's LD_LIBRARY_PATH would win over the example's rpath and may name a stale copy.
     run(Command::new(&example).env("LD_LIBRARY_PATH", &lib));
+    let sanitized = out.join("asan");
+    std::fs::create_dir_all(&sanitized).expect("temp dir");
+    make(&sanitized, &["SAN=1"]);
+    run(Command::new(sanitized.join("threads"))
+        .env("LD_LIBRARY_PATH", &lib)
+        .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=1")
+        .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"));
     if Command::new("valgrind").arg("--version").output().is_ok() {
         run(Command::new("valgrind")
             .args(["--error-exitcode=1", "--leak-check=full", "--quiet"])

@@ -4,11 +4,14 @@
 //! into the allocated item and must end in `\r\n`. Flags are stored in network byte order, as
 //! memcached stores them, so both protocols see the same flags.
 
-use crate::api;
-use crate::binary::KEY_MAX;
+use crate::api::log::set_log_level;
+use crate::api::logger::level_of_verbosity;
+use crate::api::server_core::{to_rel_time, VERSION};
+use crate::codec::KEY_MAX;
 use crate::engine::{Arith, StoreOp};
-use crate::server::{ok, Aligned, Counters, Flow, Peer, Session};
-use mcb_ffi::abi::*;
+use crate::io::Io;
+use crate::session::{ok, Aligned, Counters, Flow, Peer, Session};
+use mcb_abi::abi::*;
 use std::io::{self, Write};
 
 /// Longest command line (long multi-key gets included).
@@ -125,7 +128,7 @@ fn command(s: &mut Session, end: usize) -> io::Result<Flow> {
             Flow::Continue
         }
         b"version" => {
-            reply(out, &format!("VERSION {}", api::VERSION));
+            reply(out, &format!("VERSION {}", VERSION));
             Flow::Continue
         }
         b"stats" => stats(peer, tokens, out),
@@ -163,7 +166,7 @@ fn get(peer: &Peer, line: &[u8], out: &mut Vec<u8>, with_cas: bool) -> Flow {
     let counters = &peer.ctx.counters;
     for key in keys {
         Counters::bump(&counters.cmd_get);
-        match peer.retry(|| engine.get(peer.cookie, key, 0)) {
+        match peer.retry(|| engine.get(peer.cookie(), key, 0)) {
             Ok(item) => {
                 let Some(info) = item.info() else {
                     reply(out, "SERVER_ERROR failed to get item details");
@@ -242,13 +245,13 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
     let engine = peer.engine();
     let allocated = parsed.map(|p| {
         Counters::bump(&peer.ctx.counters.cmd_set);
-        let exptime = api::to_rel_time(p.exptime);
+        let exptime = to_rel_time(p.exptime);
         let item = peer
-            .retry(|| engine.allocate(peer.cookie, tokens[1], p.bytes, p.flags.to_be(), exptime));
+            .retry(|| engine.allocate(peer.cookie(), tokens[1], p.bytes, p.flags.to_be(), exptime));
         (p, item)
     });
     s.io.consume(end + 1);
-    let (p, item) = match allocated {
+    let (p, mut item) = match allocated {
         Err(line) => {
             reply(&mut s.io.wbuf, line);
             return Ok(Flow::Continue);
@@ -265,7 +268,7 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
         }
         Ok((p, Ok(item))) => (p, item),
     };
-    let Some(mut info) = item.info() else {
+    let Some(value) = item.value_mut() else {
         s.io.skip(p.bytes as u64 + 2)?;
         return Ok(say(
             &mut s.io.wbuf,
@@ -273,7 +276,7 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
             "SERVER_ERROR failed to get item details",
         ));
     };
-    for piece in info.value_mut().into_iter().flatten() {
+    for piece in value {
         s.io.read_exact_into(piece)?;
     }
     let mut crlf = [0u8; 2];
@@ -282,7 +285,7 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
         reply(&mut s.io.wbuf, "CLIENT_ERROR bad data chunk");
         // The data ran past its length: the rest of that line is data too, not a command.
         if crlf[1] != b'\n' {
-            return skip_line(s);
+            return skip_line(&mut s.io);
         }
         return Ok(Flow::Continue);
     }
@@ -302,17 +305,17 @@ fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
 }
 
 /// Discards input through the next newline (closing when none comes within a line's length).
-fn skip_line(s: &mut Session) -> io::Result<Flow> {
+fn skip_line(io: &mut Io) -> io::Result<Flow> {
     loop {
-        let buffered = s.io.buffered();
+        let buffered = io.buffered();
         if let Some(i) = buffered.iter().position(|&b| b == b'\n') {
-            s.io.consume(i + 1);
+            io.consume(i + 1);
             return Ok(Flow::Continue);
         }
         if buffered.len() > MAX_LINE {
             return Ok(Flow::Close);
         }
-        if s.io.read_more()? == 0 {
+        if io.read_more()? == 0 {
             return Ok(Flow::Close);
         }
     }
@@ -340,7 +343,7 @@ fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     }
     let engine = peer.engine();
     let mut cas = 0;
-    let line = match peer.retry(|| ok(engine.remove(peer.cookie, tokens[1], &mut cas, 0))) {
+    let line = match peer.retry(|| ok(engine.remove(peer.cookie(), tokens[1], &mut cas, 0))) {
         Ok(()) => "DELETED",
         Err(ENGINE_KEY_ENOENT) => "NOT_FOUND",
         Err(ENGINE_DISCONNECT) => return Flow::Close,
@@ -372,8 +375,8 @@ fn arithmetic(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, incr: bool) -> F
     };
     let engine = peer.engine();
     let (mut cas, mut result) = (0, 0);
-    let rc =
-        peer.retry(|| ok(engine.arithmetic(peer.cookie, tokens[1], &a, &mut cas, &mut result, 0)));
+    let rc = peer
+        .retry(|| ok(engine.arithmetic(peer.cookie(), tokens[1], &a, &mut cas, &mut result, 0)));
     match rc {
         Ok(()) => say(out, quiet, &result.to_string()),
         Err(ENGINE_KEY_ENOENT) => say(out, quiet, "NOT_FOUND"),
@@ -413,7 +416,7 @@ fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Aligned
     peer.open_sink(true, PROTOCOL_BINARY_CMD_TOUCH, 0);
     let engine = peer.engine();
     // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.
-    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(peer.cookie, aligned) }));
+    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(peer.cookie(), aligned) }));
     let status = peer.take_sink(out);
     let line = match (rc, status) {
         (Err(ENGINE_DISCONNECT), _) => return Flow::Close,
@@ -461,7 +464,7 @@ fn flush_all(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     };
     Counters::bump(&peer.ctx.counters.cmd_flush);
     let engine = peer.engine();
-    match peer.retry(|| ok(engine.flush(peer.cookie, when))) {
+    match peer.retry(|| ok(engine.flush(peer.cookie(), when))) {
         Ok(()) => say(out, quiet, "OK"),
         Err(ENGINE_DISCONNECT) => Flow::Close,
         Err(rc) => say(out, quiet, error_line(rc)),
@@ -481,7 +484,7 @@ fn verbosity(tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
         }
     };
     if let Some(level) = level {
-        api::set_log_level(crate::binary::log_level(level));
+        set_log_level(level_of_verbosity(level));
     }
     match (level, quiet) {
         (_, true) => Flow::Continue,

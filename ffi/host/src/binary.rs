@@ -1,62 +1,26 @@
 //! memcached's binary protocol: 24-byte request headers (magic 0x80), responses (magic 0x81)
 //! echoing the opcode and opaque. Values of storage commands are read straight into the item
-//! the engine allocated; every other packet is read whole (up to [`MAX_PACKET`]). Quiet
+//! the engine allocated; every other packet is read whole (up to `MAX_PACKET`). Quiet
 //! commands answer only on error (gets: only on a hit). Opcodes the host does not handle go to
 //! the engine's `unknown_command`, answering through `ADD_RESPONSE`.
 //!
 //! A bad magic byte, a header whose extras and key do not fit its body, or a packet over
-//! [`MAX_PACKET`] ends the connection (after an error response where one can be framed), as
+//! `MAX_PACKET` ends the connection (after an error response where one can be framed), as
 //! memcached does: the stream cannot be trusted past them.
 
-use crate::api;
+use crate::api::extension::log;
+use crate::api::log::set_log_level;
+use crate::api::logger::level_of_verbosity;
+use crate::api::server_core::{to_rel_time, VERSION};
+use crate::codec::{encode_response, Response, HEADER, KEY_MAX};
 use crate::engine::{Arith, StoreOp};
-use crate::server::{ok, Aligned, Counters, Flow, Peer, Session};
-use mcb_ffi::abi::*;
+use crate::session::{ok, Aligned, Counters, Flow, Peer, Session};
+use mcb_abi::abi::*;
 use std::io;
 
-const HEADER: usize = PROTOCOL_BINARY_HEADER_SIZE;
-/// Longest key memcached accepts.
-pub const KEY_MAX: usize = 250;
 /// Largest non-storage packet body read whole (bucket admin commands stop at 64 KiB; touch,
 /// stats and friends are tiny).
 const MAX_PACKET: usize = 1024 * 1024;
-
-/// A response header's fields (lengths come from the parts).
-#[derive(Debug, Clone, Copy)]
-pub struct Response {
-    pub opcode: u8,
-    pub opaque: u32,
-    pub status: u16,
-    pub cas: u64,
-    pub datatype: u8,
-}
-
-/// Appends one response packet to `buf`.
-pub fn encode_response<'b>(
-    buf: &mut Vec<u8>,
-    r: &Response,
-    ext: &[u8],
-    key: &[u8],
-    body: impl Iterator<Item = &'b [u8]> + Clone,
-) {
-    let value_len: usize = body.clone().map(<[u8]>::len).sum();
-    let total = ext.len() + key.len() + value_len;
-    buf.reserve(HEADER + total);
-    buf.push(PROTOCOL_BINARY_RES);
-    buf.push(r.opcode);
-    buf.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    buf.push(ext.len() as u8);
-    buf.push(r.datatype);
-    buf.extend_from_slice(&r.status.to_be_bytes());
-    buf.extend_from_slice(&(total as u32).to_be_bytes());
-    buf.extend_from_slice(&r.opaque.to_be_bytes());
-    buf.extend_from_slice(&r.cas.to_be_bytes());
-    buf.extend_from_slice(ext);
-    buf.extend_from_slice(key);
-    for piece in body {
-        buf.extend_from_slice(piece);
-    }
-}
 
 /// A request header.
 #[derive(Debug, Clone, Copy)]
@@ -204,7 +168,7 @@ pub fn serve(s: &mut Session) -> io::Result<()> {
         }
         let head = s.io.buffered();
         if head[0] != PROTOCOL_BINARY_REQ {
-            api::log(
+            log(
                 EXTENSION_LOG_INFO,
                 &format!("closing a connection that sent bad magic 0x{:02x}", head[0]),
             );
@@ -271,25 +235,25 @@ fn store(s: &mut Session, h: &Header, op: StoreOp, quiet: bool) -> io::Result<Fl
         // The flags stay in network byte order, as memcached stores them.
         [f0, f1, f2, f3, e0, e1, e2, e3] => (
             u32::from_ne_bytes([*f0, *f1, *f2, *f3]),
-            api::to_rel_time(libc::time_t::from(u32::from_be_bytes([*e0, *e1, *e2, *e3]))),
+            to_rel_time(libc::time_t::from(u32::from_be_bytes([*e0, *e1, *e2, *e3]))),
         ),
         _ => (0, 0),
     };
-    let allocated = peer.retry(|| engine.allocate(peer.cookie, key, vlen, flags, exptime));
+    let allocated = peer.retry(|| engine.allocate(peer.cookie(), key, vlen, flags, exptime));
     s.io.consume(head);
-    let item = match allocated {
+    let mut item = match allocated {
         Ok(item) => item,
         Err(rc) => {
             s.io.skip(vlen as u64)?;
             return Ok(answer(&mut s.io.wbuf, h, rc, 0, false));
         }
     };
-    let Some(mut info) = item.info() else {
+    let Some(value) = item.value_mut() else {
         s.io.skip(vlen as u64)?;
         status_reply(&mut s.io.wbuf, h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
         return Ok(Flow::Continue);
     };
-    for piece in info.value_mut().into_iter().flatten() {
+    for piece in value {
         s.io.read_exact_into(piece)?;
     }
     engine.item_set_cas(&item, h.cas);
@@ -350,7 +314,7 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
         PROTOCOL_BINARY_CMD_QUITQ => Flow::Close,
         PROTOCOL_BINARY_CMD_NOOP => answer(out, h, ENGINE_SUCCESS, 0, false),
         PROTOCOL_BINARY_CMD_VERSION => {
-            let version = api::VERSION.as_bytes();
+            let version = VERSION.as_bytes();
             encode_response(out, &h.reply(0, 0), &[], &[], std::iter::once(version));
             Flow::Continue
         }
@@ -382,7 +346,7 @@ fn get(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool, with_key:
     Counters::bump(&counters.cmd_get);
     let engine = peer.engine();
     let key: &[u8] = if with_key { req.key } else { &[] };
-    match peer.retry(|| engine.get(peer.cookie, req.key, h.vbucket)) {
+    match peer.retry(|| engine.get(peer.cookie(), req.key, h.vbucket)) {
         Ok(item) => {
             let Some(info) = item.info() else {
                 status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
@@ -414,7 +378,7 @@ fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flo
     }
     let engine = peer.engine();
     let mut cas = h.cas;
-    let rc = peer.retry(|| ok(engine.remove(peer.cookie, req.key, &mut cas, h.vbucket)));
+    let rc = peer.retry(|| ok(engine.remove(peer.cookie(), req.key, &mut cas, h.vbucket)));
     answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), cas, quiet)
 }
 
@@ -432,12 +396,12 @@ fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, qui
         create: expiration != u32::MAX,
         delta: be64(&e[0..8]),
         initial: be64(&e[8..16]),
-        exptime: api::to_rel_time(libc::time_t::from(expiration)),
+        exptime: to_rel_time(libc::time_t::from(expiration)),
     };
     let engine = peer.engine();
     let (mut cas, mut result) = (0, 0);
     let rc = peer.retry(|| {
-        ok(engine.arithmetic(peer.cookie, req.key, &a, &mut cas, &mut result, h.vbucket))
+        ok(engine.arithmetic(peer.cookie(), req.key, &a, &mut cas, &mut result, h.vbucket))
     });
     match rc {
         Ok(()) if quiet => Flow::Continue,
@@ -466,7 +430,7 @@ fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow
     };
     Counters::bump(&peer.ctx.counters.cmd_flush);
     let engine = peer.engine();
-    let rc = peer.retry(|| ok(engine.flush(peer.cookie, when)));
+    let rc = peer.retry(|| ok(engine.flush(peer.cookie(), when)));
     answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), 0, quiet)
 }
 
@@ -485,23 +449,13 @@ fn stat(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
     }
 }
 
-/// The log level for a verbosity, as `-v` counts it.
-pub fn log_level(verbosity: u32) -> EXTENSION_LOG_LEVEL {
-    match verbosity {
-        0 => EXTENSION_LOG_WARNING,
-        1 => EXTENSION_LOG_INFO,
-        2 => EXTENSION_LOG_DEBUG,
-        _ => EXTENSION_LOG_DETAIL,
-    }
-}
-
 fn verbosity(req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
     let h = &req.h;
     let Ok(level) = <[u8; 4]>::try_from(req.extras) else {
         status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
         return Flow::Continue;
     };
-    api::set_log_level(log_level(u32::from_be_bytes(level)));
+    set_log_level(level_of_verbosity(u32::from_be_bytes(level)));
     answer(out, h, ENGINE_SUCCESS, 0, false)
 }
 
@@ -534,7 +488,7 @@ fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, scratch: &mut Alig
     peer.open_sink(false, h.opcode, h.opaque);
     let engine = peer.engine();
     // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.
-    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(peer.cookie, packet) }));
+    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(peer.cookie(), packet) }));
     let responded = peer.take_sink(out).is_some();
     match rc {
         Ok(()) => Flow::Continue,

@@ -6,7 +6,7 @@
 //! unknown key was seen (the rest is still parsed). A string value is `strdup`ed with libc so
 //! that the engine can `free` it.
 
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -66,14 +66,14 @@ impl Table {
 /// `SERVER_CORE_API::parse_config`.
 ///
 /// # Safety
-/// `text` is NULL or NUL-terminated; `items` is NULL or a table as in [`Table::new`] whose
+/// `text` is NULL or NUL-terminated; `items` is NULL or a table as in `Table::new` whose
 /// value pointers point at live storage of each item's datatype; `error` is NULL or a stream.
 pub unsafe extern "C" fn parse_config(
     text: *const c_char,
     items: *mut config_item,
     error: *mut libc::FILE,
 ) -> c_int {
-    mcb_ffi::boundary::guard(-1, || {
+    mcb_abi::boundary::guard(-1, || {
         if text.is_null() || items.is_null() {
             return -1;
         }
@@ -304,7 +304,7 @@ fn show(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::parse_config;
-    use mcb_ffi::abi::*;
+    use mcb_abi::abi::*;
     use std::ffi::{c_char, CStr, CString};
     use std::ptr;
 

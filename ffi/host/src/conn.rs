@@ -4,10 +4,13 @@
 //! (socket fd, auth data, the engine-specific slot, `notify_io_complete`, reserve/release) and
 //! the two callbacks through which engines answer (`ADD_RESPONSE`, `ADD_STAT`).
 
-use crate::api;
-use mcb_ffi::abi::*;
-use mcb_ffi::boundary::guard;
+use crate::api::callback;
+use crate::api::extension::log;
+use crate::codec::{encode_response, push_stat, Response, Sink};
+use mcb_abi::abi::*;
+use mcb_abi::boundary::guard;
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -18,18 +21,20 @@ struct Auth {
     config: Option<CString>,
 }
 
-/// Where an engine's answers for the current command go.
-#[derive(Debug, Default)]
-pub struct Sink {
-    /// Encoded output, moved to the connection's write buffer after the call.
-    pub buf: Vec<u8>,
-    /// The current binary request's opcode and opaque (a response echoes them).
-    pub opcode: u8,
-    pub opaque: u32,
-    /// ASCII: stats become `STAT key value` lines and a response only records its status.
-    pub ascii: bool,
-    /// The status of the last `ADD_RESPONSE` (what ASCII `touch` reports).
-    pub status: Option<u16>,
+/// A connection's cookie, borrowed from the `Arc<Conn>` that keeps it valid: the engine calls
+/// take this, not a raw pointer, so safe code cannot hand an engine a cookie of a connection
+/// that is gone (or one that never was).
+#[derive(Debug, Clone, Copy)]
+pub struct Cookie<'c> {
+    ptr: *const c_void,
+    _conn: PhantomData<&'c Conn>,
+}
+
+impl Cookie<'_> {
+    /// The pointer engines know the connection by; live while the borrow lasts.
+    pub fn as_ptr(self) -> *const c_void {
+        self.ptr
+    }
 }
 
 /// One client connection.
@@ -63,9 +68,12 @@ impl Conn {
         })
     }
 
-    /// The cookie engines get for this connection.
-    pub fn cookie(self: &Arc<Self>) -> *const c_void {
-        Arc::as_ptr(self).cast()
+    /// The cookie engines get for this connection, borrowed from it.
+    pub fn cookie(self: &Arc<Self>) -> Cookie<'_> {
+        Cookie {
+            ptr: Arc::as_ptr(self).cast(),
+            _conn: PhantomData,
+        }
     }
 
     /// The answer sink; never held across an engine call (the engine's callbacks lock it).
@@ -81,7 +89,15 @@ impl Conn {
             auth.config = config.and_then(|c| CString::new(c).ok());
             auth_data(&auth)
         };
-        api::fire(ON_AUTH, std::ptr::from_ref(&data).cast(), self.cookie());
+        // SAFETY: ON_AUTH carries the connection's auth data, live for the call (its strings
+        // until the next authentication); the cookie is live (`self`).
+        unsafe {
+            callback::fire(
+                ON_AUTH,
+                std::ptr::from_ref(&data).cast(),
+                self.cookie().as_ptr(),
+            )
+        };
     }
 
     pub fn is_authenticated(&self) -> bool {
@@ -168,7 +184,7 @@ unsafe extern "C" fn notify_io_complete(cookie: *const c_void, status: ENGINE_ER
     guard((), || {
         // SAFETY: an engine's cookie (a reserved one, when the connection may have closed).
         let Some(c) = (unsafe { conn(cookie) }) else {
-            api::log(
+            log(
                 EXTENSION_LOG_WARNING,
                 "notify_io_complete with a NULL cookie",
             );
@@ -208,7 +224,7 @@ unsafe extern "C" fn release(cookie: *const c_void) -> ENGINE_ERROR_CODE {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
             .is_ok();
         if !took {
-            api::log(
+            log(
                 EXTENSION_LOG_WARNING,
                 "release of a cookie that is not reserved",
             );
@@ -245,6 +261,10 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
 }
 
 /// `ADD_RESPONSE`: a binary response to the current request (ASCII: its status only).
+///
+/// # Safety
+/// The engine's contract: each pointer is NULL (only with a zero length) or points at its
+/// length's readable bytes, and `cookie` is NULL or a live cookie of this host.
 pub unsafe extern "C" fn add_response(
     key: *const c_void,
     keylen: u16,
@@ -274,9 +294,9 @@ pub unsafe extern "C" fn add_response(
         sink.status = Some(status);
         if !sink.ascii {
             let (opcode, opaque) = (sink.opcode, sink.opaque);
-            crate::binary::encode_response(
+            encode_response(
                 &mut sink.buf,
-                &crate::binary::Response {
+                &Response {
                     opcode,
                     opaque,
                     status,
@@ -293,6 +313,9 @@ pub unsafe extern "C" fn add_response(
 }
 
 /// `ADD_STAT`: one statistic (an empty key ends a binary stats stream).
+///
+/// # Safety
+/// As for [`add_response`]: buffers with their lengths, and a live cookie (or NULL).
 pub unsafe extern "C" fn add_stat(
     key: *const c_char,
     klen: u16,
@@ -315,27 +338,4 @@ pub unsafe extern "C" fn add_stat(
         let mut sink = c.sink();
         push_stat(&mut sink, key, val);
     })
-}
-
-/// Encodes one statistic for the sink's protocol.
-pub fn push_stat(sink: &mut Sink, key: &[u8], val: &[u8]) {
-    if sink.ascii {
-        if key.is_empty() {
-            return;
-        }
-        sink.buf.extend_from_slice(b"STAT ");
-        sink.buf.extend_from_slice(key);
-        sink.buf.push(b' ');
-        sink.buf.extend_from_slice(val);
-        sink.buf.extend_from_slice(b"\r\n");
-    } else {
-        let response = crate::binary::Response {
-            opcode: PROTOCOL_BINARY_CMD_STAT,
-            opaque: sink.opaque,
-            status: PROTOCOL_BINARY_RESPONSE_SUCCESS,
-            cas: 0,
-            datatype: PROTOCOL_BINARY_RAW_BYTES,
-        };
-        crate::binary::encode_response(&mut sink.buf, &response, &[], key, std::iter::once(val));
-    }
 }

@@ -1,4 +1,4 @@
-//! The engine, loaded as memcached loads it (`mcb_ffi::engine_lib`: `dlopen(RTLD_NOW |
+//! The engine, loaded as memcached loads it (`mcb_abi::engine_lib`: `dlopen(RTLD_NOW |
 //! RTLD_LOCAL)`, `create_instance(1, get_server_api, &handle)`; then `initialize(config)`), and
 //! checked wrappers for the calls the protocols make. The library is never unloaded: memcached
 //! does not unload its engine either, and an engine may have registered callbacks with us.
@@ -7,8 +7,9 @@
 //! pointers against the array we passed and the item's size.
 
 use crate::api;
-use mcb_ffi::abi::*;
-use mcb_ffi::engine_lib::{self, Created};
+use crate::conn::Cookie;
+use mcb_abi::abi::*;
+use mcb_abi::engine_lib::{self, Created};
 use std::ffi::{c_char, c_int, c_void, CString};
 
 /// The loaded engine: its handle and a copy of its function table (required slots checked).
@@ -25,13 +26,22 @@ unsafe impl Send for Engine {}
 unsafe impl Sync for Engine {}
 
 /// Loads and initializes the engine at `path`; the error says what failed and why.
-pub fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String> {
+///
+/// # Safety
+/// As [`mcb_abi::engine_lib::load`]: `path`, if it opens, is an engine library of interface v1
+/// whose code is sound to run in this process. Call it once, after [`api::init`] and before
+/// any connection is served (it records the engine in the server handle).
+pub unsafe fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String> {
     let config = config
         .map(CString::new)
         .transpose()
         .map_err(|_| "the engine configuration holds a NUL".to_owned())?;
-    let Created { handle, v1 } = engine_lib::load(path, Some(api::get_server_api))?;
-    api::set_engine(handle);
+    // SAFETY: `path` is an engine library (this function's contract); our server API is
+    // static.
+    let Created { handle, v1 } = unsafe { engine_lib::load(path, Some(api::get_server_api))? };
+    // SAFETY: the handle create_instance returned, recorded once, before the listener starts
+    // (this function's contract: no connection thread exists yet).
+    unsafe { api::set_engine(handle) };
     let engine = Box::leak(Box::new(Engine { handle, v1 }));
     let init = v1.initialize.expect("checked by engine_lib");
     let config_ptr = config.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
@@ -58,7 +68,7 @@ const IOVS: usize = 8;
 #[derive(Debug)]
 pub struct Item<'e> {
     engine: &'e Engine,
-    cookie: *const c_void,
+    cookie: Cookie<'e>,
     item: *mut item,
     /// From `allocate`: the host fills the value before `store`.
     fresh: bool,
@@ -68,7 +78,7 @@ impl Drop for Item<'_> {
     fn drop(&mut self) {
         let release = self.engine.v1.release.expect("checked at load");
         // SAFETY: an item reference we hold, released once.
-        unsafe { release(self.engine.handle, self.cookie, self.item) };
+        unsafe { release(self.engine.handle, self.cookie.as_ptr(), self.item) };
     }
 }
 
@@ -77,7 +87,6 @@ impl Drop for Item<'_> {
 #[derive(Debug)]
 pub struct Info<'i> {
     raw: item_info_iov<{ IOVS - 1 }>,
-    fresh: bool,
     _item: std::marker::PhantomData<&'i ()>,
 }
 
@@ -110,23 +119,6 @@ impl Info<'_> {
             unsafe { std::slice::from_raw_parts(p.iov_base.cast::<u8>(), p.iov_len) }
         })
     }
-
-    /// The value's memory of a freshly allocated item, for the host to fill before `store`;
-    /// `None` for an item from `get` (stored items are the engine's, read-only).
-    pub fn value_mut(&mut self) -> Option<impl Iterator<Item = &mut [u8]> + '_> {
-        if !self.fresh {
-            return None;
-        }
-        let pieces = self.pieces().filter(|p| p.iov_len > 0);
-        // SAFETY: as in `value`; an allocated item's value is the host's to write until it is
-        // stored (the interface's contract), the pieces do not overlap, and `&mut self` keeps
-        // anyone else from reading them meanwhile.
-        Some(
-            pieces.map(|p| unsafe {
-                std::slice::from_raw_parts_mut(p.iov_base.cast::<u8>(), p.iov_len)
-            }),
-        )
-    }
 }
 
 impl Item<'_> {
@@ -152,14 +144,20 @@ impl Item<'_> {
         };
         let f = self.engine.v1.get_item_info.expect("checked at load");
         // SAFETY: our item; an item_info followed by IOVS - 1 more iovecs, as nvalue says.
-        let ok = unsafe { f(self.engine.handle, self.cookie, self.item, &mut raw.info) };
+        let ok = unsafe {
+            f(
+                self.engine.handle,
+                self.cookie.as_ptr(),
+                self.item,
+                &mut raw.info,
+            )
+        };
         let n = usize::from(raw.info.nvalue);
         if !ok || n > IOVS {
             return None;
         }
         let info = Info {
             raw,
-            fresh: self.fresh,
             _item: std::marker::PhantomData,
         };
         let mut total = 0usize;
@@ -170,6 +168,53 @@ impl Item<'_> {
             total = total.checked_add(piece.iov_len)?;
         }
         (total == info.nbytes()).then_some(info)
+    }
+
+    /// The value's memory of a freshly allocated item, for the host to fill before `store`;
+    /// `None` for an item from `get` (stored items are the engine's, read-only) or when
+    /// `get_item_info` fails. `&mut self` makes the pieces the only view of the value while
+    /// they live: no [`Item::info`] and no second `value_mut` meanwhile.
+    ///
+    /// ```compile_fail,E0499
+    /// fn two_writers(item: &mut mcb_host::engine::Item<'_>) {
+    ///     let a = item.value_mut();
+    ///     let b = item.value_mut(); // a second `&mut` to the same bytes: refused
+    ///     drop((a, b));
+    /// }
+    /// ```
+    /// ```compile_fail,E0502
+    /// fn read_while_writing(item: &mut mcb_host::engine::Item<'_>) {
+    ///     let a = item.value_mut();
+    ///     let b = item.info(); // a `&` view while the `&mut` lives: refused
+    ///     drop((a, b));
+    /// }
+    /// ```
+    /// One after the other is fine:
+    /// ```
+    /// fn one_at_a_time(item: &mut mcb_host::engine::Item<'_>) {
+    ///     drop(item.value_mut());
+    ///     drop(item.value_mut());
+    ///     drop(item.info());
+    /// }
+    /// ```
+    pub fn value_mut(&mut self) -> Option<impl Iterator<Item = &mut [u8]> + '_> {
+        let info = self.info()?;
+        if !self.fresh {
+            return None;
+        }
+        let n = usize::from(info.raw.info.nvalue);
+        let mut pieces = [info.raw.info.value[0]; IOVS];
+        pieces[1..].copy_from_slice(&info.raw.more);
+        let pieces = pieces.into_iter().take(n).filter(|p| p.iov_len > 0);
+        // SAFETY: `info` checked that a non-empty piece has a base and that the pieces add up
+        // to the item's size; an allocated item's value is the host's to write until it is
+        // stored (the interface's contract) and stays alive while we hold the item; the pieces
+        // do not overlap, and `&mut self` keeps any other view of them from existing meanwhile.
+        Some(
+            pieces.map(|p| unsafe {
+                std::slice::from_raw_parts_mut(p.iov_base.cast::<u8>(), p.iov_len)
+            }),
+        )
     }
 }
 
@@ -187,14 +232,14 @@ pub struct Arith {
 }
 
 impl Engine {
-    pub fn allocate(
-        &self,
-        cookie: *const c_void,
+    pub fn allocate<'a>(
+        &'a self,
+        cookie: Cookie<'a>,
         key: &[u8],
         nbytes: usize,
         flags: u32,
         exptime: rel_time_t,
-    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+    ) -> Result<Item<'a>, ENGINE_ERROR_CODE> {
         let f = self.v1.allocate.expect("checked at load");
         let mut it: *mut item = std::ptr::null_mut();
         let (k, nk) = key_args(key);
@@ -202,7 +247,7 @@ impl Engine {
         let rc = unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.as_ptr(),
                 &mut it,
                 k,
                 nk,
@@ -214,12 +259,12 @@ impl Engine {
         self.item(rc, cookie, it, true)
     }
 
-    pub fn get(
-        &self,
-        cookie: *const c_void,
+    pub fn get<'a>(
+        &'a self,
+        cookie: Cookie<'a>,
         key: &[u8],
         vbucket: u16,
-    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+    ) -> Result<Item<'a>, ENGINE_ERROR_CODE> {
         let f = self.v1.get.expect("checked at load");
         let mut it: *mut item = std::ptr::null_mut();
         let Ok(nkey) = c_int::try_from(key.len()) else {
@@ -229,7 +274,7 @@ impl Engine {
         let rc = unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.as_ptr(),
                 &mut it,
                 key.as_ptr().cast(),
                 nkey,
@@ -239,13 +284,13 @@ impl Engine {
         self.item(rc, cookie, it, false)
     }
 
-    fn item(
-        &self,
+    fn item<'a>(
+        &'a self,
         rc: ENGINE_ERROR_CODE,
-        cookie: *const c_void,
+        cookie: Cookie<'a>,
         it: *mut item,
         fresh: bool,
-    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
+    ) -> Result<Item<'a>, ENGINE_ERROR_CODE> {
         match (rc, it.is_null()) {
             (ENGINE_SUCCESS, false) => Ok(Item {
                 engine: self,
@@ -261,7 +306,7 @@ impl Engine {
     pub fn item_set_cas(&self, item: &Item<'_>, cas: u64) {
         let f = self.v1.item_set_cas.expect("checked at load");
         // SAFETY: an item reference we hold.
-        unsafe { f(self.handle, item.cookie, item.item, cas) }
+        unsafe { f(self.handle, item.cookie.as_ptr(), item.item, cas) }
     }
 
     pub fn store(
@@ -273,12 +318,21 @@ impl Engine {
     ) -> ENGINE_ERROR_CODE {
         let f = self.v1.store.expect("checked at load");
         // SAFETY: an item reference we hold; a live CAS in/out.
-        unsafe { f(self.handle, item.cookie, item.item, cas, op, vbucket) }
+        unsafe {
+            f(
+                self.handle,
+                item.cookie.as_ptr(),
+                item.item,
+                cas,
+                op,
+                vbucket,
+            )
+        }
     }
 
     pub fn remove(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie<'_>,
         key: &[u8],
         cas: &mut u64,
         vbucket: u16,
@@ -287,16 +341,16 @@ impl Engine {
         let (k, nk) = key_args(key);
         // SAFETY: a live key and CAS in/out (v2.5.1: by pointer).
         #[cfg(not(feature = "engine-pu"))]
-        let rc = unsafe { f(self.handle, cookie, k, nk, cas, vbucket) };
+        let rc = unsafe { f(self.handle, cookie.as_ptr(), k, nk, cas, vbucket) };
         // SAFETY: a live key (engine-pu: the CAS by value).
         #[cfg(feature = "engine-pu")]
-        let rc = unsafe { f(self.handle, cookie, k, nk, *cas, vbucket) };
+        let rc = unsafe { f(self.handle, cookie.as_ptr(), k, nk, *cas, vbucket) };
         rc
     }
 
     pub fn arithmetic(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie<'_>,
         key: &[u8],
         a: &Arith,
         cas: &mut u64,
@@ -311,7 +365,7 @@ impl Engine {
         unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.as_ptr(),
                 key.as_ptr().cast(),
                 nkey,
                 a.incr,
@@ -326,14 +380,14 @@ impl Engine {
         }
     }
 
-    pub fn flush(&self, cookie: *const c_void, when: libc::time_t) -> ENGINE_ERROR_CODE {
+    pub fn flush(&self, cookie: Cookie<'_>, when: libc::time_t) -> ENGINE_ERROR_CODE {
         let f = self.v1.flush.expect("checked at load");
         // SAFETY: the engine's handle and our cookie.
-        unsafe { f(self.handle, cookie, when) }
+        unsafe { f(self.handle, cookie.as_ptr(), when) }
     }
 
     /// Statistics of `group` (empty: the default group), through [`crate::conn::add_stat`].
-    pub fn get_stats(&self, cookie: *const c_void, group: &[u8]) -> ENGINE_ERROR_CODE {
+    pub fn get_stats(&self, cookie: Cookie<'_>, group: &[u8]) -> ENGINE_ERROR_CODE {
         let f = self.v1.get_stats.expect("checked at load");
         let Ok(n) = c_int::try_from(group.len()) else {
             return ENGINE_EINVAL;
@@ -344,13 +398,21 @@ impl Engine {
             group.as_ptr().cast::<c_char>()
         };
         // SAFETY: a live key (or NULL for the default group) and our callback.
-        unsafe { f(self.handle, cookie, key, n, Some(crate::conn::add_stat)) }
+        unsafe {
+            f(
+                self.handle,
+                cookie.as_ptr(),
+                key,
+                n,
+                Some(crate::conn::add_stat),
+            )
+        }
     }
 
-    pub fn reset_stats(&self, cookie: *const c_void) {
+    pub fn reset_stats(&self, cookie: Cookie<'_>) {
         let f = self.v1.reset_stats.expect("checked at load");
         // SAFETY: the engine's handle and our cookie.
-        unsafe { f(self.handle, cookie) }
+        unsafe { f(self.handle, cookie.as_ptr()) }
     }
 
     /// Any other binary command, answering through [`crate::conn::add_response`].
@@ -360,7 +422,7 @@ impl Engine {
     /// writable, and live during the call.
     pub unsafe fn unknown_command(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie<'_>,
         packet: *mut u64,
     ) -> ENGINE_ERROR_CODE {
         let f = self.v1.unknown_command.expect("checked at load");
@@ -368,7 +430,7 @@ impl Engine {
         unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.as_ptr(),
                 packet.cast::<protocol_binary_request_header>(),
                 Some(crate::conn::add_response),
             )

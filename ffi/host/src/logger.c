@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-/* Defined in src/api.rs. `severity` is an EXTENSION_LOG_LEVEL (a C enum, int-sized). */
+/* Defined in src/api/logger.rs. `severity` is an EXTENSION_LOG_LEVEL (a C enum, int-sized). */
 void mcb_host_log_text(unsigned severity, const void *cookie, const char *text, size_t len);
 
 __attribute__((format(printf, 3, 4))) void mcb_host_log(unsigned severity, const void *cookie,

@@ -1,36 +1,19 @@
-//! mcb-memcached: a memcached server for engine interface v1 libraries.
-//!
-//! It loads an engine exactly as memcached's engine branch does (see [`engine`]), hands it the
-//! server API ([`api`], [`conn`], [`config`]), and serves the binary ([`binary`]) and ASCII
-//! ([`ascii`]) protocols over TCP ([`server`]), with SASL PLAIN ([`sasl`]). Without `-E` it
-//! runs our bucket engine, `libbucket_engine.so`, found next to this binary.
+//! mcb-memcached: a memcached server for engine interface v1 libraries (the library
+//! `mcb_host` holds the server; this is its command line).
 //!
 //! Exit status: 0 after an engine-requested shutdown, 1 when the engine, the password file or
 //! the listening socket fails, 2 for a bad command line.
 
-mod api;
-mod ascii;
-mod binary;
-mod config;
-mod conn;
-mod engine;
-mod io;
-mod options;
-mod sasl;
-mod server;
-
-use options::{Options, Parsed};
+use mcb_host::api::{self, server_core};
+use mcb_host::options::{self, Options, Parsed};
+use mcb_host::{engine, sasl, server, session};
 use std::ffi::CString;
 use std::net::TcpListener;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let exe_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
-        .unwrap_or_default();
-    let options = match options::parse(&args, &exe_dir) {
+    let options = match options::parse(&args) {
         Ok(Parsed::Run(o)) => o,
         Ok(Parsed::Help) => {
             println!("{}", options::USAGE);
@@ -78,20 +61,22 @@ fn start(options: Options) -> Result<(), String> {
         .as_deref()
         .map(sasl::Pwdb::load)
         .transpose()?;
-    let engine = engine::load(&options.engine, options.engine_config.as_deref())?;
+    // SAFETY: the engine the operator named with `-E` (or the bucket engine built with us),
+    // trusted as memcached trusts its `-E`; loaded once, after api::init, before the listener.
+    let engine = unsafe { engine::load(&options.engine, options.engine_config.as_deref())? };
     let listener = TcpListener::bind((options.listen.as_str(), options.port))
         .map_err(|e| format!("cannot listen on {}:{}: {e}", options.listen, options.port))?;
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    api::set_listener(&listener);
+    server_core::set_listener(&listener);
     // Tests and scripts wait for this line to learn the port.
     println!("mcb-memcached listening on {local}");
-    let ctx = Box::leak(Box::new(server::Ctx {
+    let ctx = Box::leak(Box::new(session::Ctx {
         engine,
         pwdb,
         options,
-        counters: server::Counters::default(),
+        counters: session::Counters::default(),
         started: std::time::Instant::now(),
     }));
     server::run(listener, ctx).map_err(|e| format!("serving failed: {e}"))

@@ -1,28 +1,15 @@
 //! The command line, in memcached's spelling where memcached has the option.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The bucket engine's configuration when neither `-E` nor `-e` is given: the built-in storage
-/// engine as the default bucket. `MCB_DEFAULT_ENGINE_CONFIG` overrides it (until the built-in
-/// engine exists, point it at an external engine: `engine=/abs/path/lib.so;default=true`).
+/// engine as the default bucket. `MCB_DEFAULT_ENGINE_CONFIG` replaces it (e.g. to serve an
+/// external engine as the default bucket: `engine=/abs/path/lib.so;default=true`).
 pub const DEFAULT_ENGINE_CONFIG: &str = "engine=builtin;default=true";
 
-/// libbucket_engine.so next to this binary, or in `deps/` beside it (where cargo puts it when it
-/// builds it as this crate's dependency, e.g. for `cargo run -p mcb-host`): the newer of the two,
-/// so that a copy left by an older `cargo build` does not shadow a fresh one.
-fn default_engine_path(exe_dir: &Path) -> String {
-    let candidates = [
-        exe_dir.join("libbucket_engine.so"),
-        exe_dir.join("deps/libbucket_engine.so"),
-    ];
-    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let newest = candidates
-        .iter()
-        .filter_map(|p| Some((modified(p)?, p)))
-        .max_by_key(|(time, _)| *time)
-        .map_or(&candidates[0], |(_, p)| p);
-    newest.to_string_lossy().into_owned()
-}
+/// The engine when `-E` is not given: the `libbucket_engine.so` that the cargo invocation which
+/// built this binary built too (its exact path, recorded by build.rs).
+pub const DEFAULT_ENGINE: &str = env!("MCB_BUCKET_ENGINE");
 
 pub const USAGE: &str = "\
 usage: mcb-memcached [options]
@@ -31,8 +18,8 @@ usage: mcb-memcached [options]
   -t N             worker threads (accepted for memcached's command line and reported in
                    stats; each connection has its own thread, see -c)
   -c N             most simultaneous connections (default 1024)
-  -E PATH          engine library (default: libbucket_engine.so next to this binary,
-                   or in deps/ beside it)
+  -E PATH          engine library (default: the libbucket_engine.so cargo built
+                   with this binary, in target/<profile>/deps/)
   -e CONFIG        engine configuration (default with the bucket engine:
                    $MCB_DEFAULT_ENGINE_CONFIG or \"engine=builtin;default=true\")
   -S               require SASL authentication (binary protocol)
@@ -83,8 +70,8 @@ fn value<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {
         .map_err(|_| format!("invalid value {text:?} for {flag}"))
 }
 
-/// Parses `args` (without the program name). `exe_dir` is where the default engine lives.
-pub fn parse(args: &[String], exe_dir: &Path) -> Result<Parsed, String> {
+/// Parses `args` (without the program name).
+pub fn parse(args: &[String]) -> Result<Parsed, String> {
     let mut port = 11211;
     let mut listen = "127.0.0.1".to_owned();
     let mut threads = 4;
@@ -153,7 +140,7 @@ pub fn parse(args: &[String], exe_dir: &Path) -> Result<Parsed, String> {
         }
     }
     let default_engine = engine.is_none();
-    let engine = engine.unwrap_or_else(|| default_engine_path(exe_dir));
+    let engine = engine.unwrap_or_else(|| DEFAULT_ENGINE.to_owned());
     if default_engine && engine_config.is_none() {
         engine_config = Some(
             std::env::var("MCB_DEFAULT_ENGINE_CONFIG")
@@ -175,12 +162,12 @@ pub fn parse(args: &[String], exe_dir: &Path) -> Result<Parsed, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse, Parsed};
+    use super::{parse, Parsed, DEFAULT_ENGINE};
     use std::path::Path;
 
     fn run(args: &[&str]) -> Result<super::Options, String> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        match parse(&args, Path::new("/opt/mcb"))? {
+        match parse(&args)? {
             Parsed::Run(o) => Ok(o),
             Parsed::Help => Err("help".into()),
         }
@@ -206,7 +193,8 @@ mod tests {
             (o.max_connections, o.verbosity, o.require_sasl),
             (10, 3, true)
         );
-        assert_eq!(o.engine, "/opt/mcb/libbucket_engine.so");
+        assert_eq!(o.engine, DEFAULT_ENGINE);
+        assert!(DEFAULT_ENGINE.ends_with("/deps/libbucket_engine.so"));
         let o = run(&["-E", "/x.so", "-e", "a=b", "--sasl-pwdb=/pw"]).unwrap();
         assert_eq!(
             (o.engine.as_str(), o.engine_config.as_deref()),

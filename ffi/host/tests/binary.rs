@@ -183,7 +183,8 @@ fn ewouldblock_parks_the_connection_until_notified() {
     let mut other = s.binary();
     // ASYNC "wait": EWOULDBLOCK, completed from the engine's thread only after GATE.
     parked.send(&packet(0xe1, &[], &[], b"wait", 0));
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    // The engine answered EWOULDBLOCK and cannot complete before GATE: `parked` is parked.
+    other.wait_for_stat("async_pending", "1");
     // Other connections are served meanwhile.
     assert_eq!(other.set(b"x", b"y", 0).status, SUCCESS);
     assert_eq!(other.call(0xe2, &[], &[], &[], 0).status, SUCCESS);
@@ -281,19 +282,7 @@ fn connection_events_reach_the_engine() {
     }
     let mut c = s.binary();
     // ON_DISCONNECT fires as each connection's thread ends: wait for the three.
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    loop {
-        let stats = c.stats(b"");
-        let n = stats
-            .iter()
-            .find(|(k, _)| k == "disconnects")
-            .map(|(_, v)| v.clone());
-        if n.as_deref() == Some("3") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "disconnects: {n:?}");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    c.wait_for_stat("disconnects", "3");
 }
 
 #[test]
@@ -319,14 +308,16 @@ fn a_reserved_cookie_outlives_its_connection() {
     let s = server();
     // ASYNC "wait" reserves the cookie and parks the connection; the client leaves.
     let mut parked = s.binary();
-    parked.send(&packet(0xe1, &[], &[], b"wait", 0));
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    drop(parked);
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    // GATE: the engine notifies and releases the closed connection's cookie.
     let mut other = s.binary();
+    parked.send(&packet(0xe1, &[], &[], b"wait", 0));
+    other.wait_for_stat("async_pending", "1");
+    drop(parked);
+    // GATE: the engine notifies and releases the closed connection's cookie; the woken
+    // connection retries (which joins the engine's thread, so the release happened), finds its
+    // client gone and ends with ON_DISCONNECT.
     assert_eq!(other.call(0xe2, &[], &[], &[], 0).status, SUCCESS);
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    other.wait_for_stat("disconnects", "1");
+    other.wait_for_stat("async_pending", "0");
     assert_eq!(other.call(NOOP, &[], &[], &[], 0).status, SUCCESS);
     assert_eq!(s.binary().set(b"still", b"serving", 0).status, SUCCESS);
 }

@@ -77,3 +77,17 @@ fn engines_log_through_the_stderr_logger() {
         "{stderr}"
     );
 }
+
+/// The host knows engines through mcb-abi alone: nothing of our engines or of mcb-core is linked
+/// into it (the mcb-bucket-engine dependency only makes cargo build the default engine), as
+/// memcached knows engines only through the header.
+#[test]
+fn the_host_links_no_engine_code() {
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_mcb-memcached")).expect("read the binary");
+    for crate_name in ["mcb_ffi", "mcb_core"] {
+        let linked = binary
+            .windows(crate_name.len())
+            .any(|w| w == crate_name.as_bytes());
+        assert!(!linked, "mcb-memcached contains {crate_name} symbols");
+    }
+}

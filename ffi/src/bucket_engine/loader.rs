@@ -188,9 +188,13 @@ fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, Str
     }
     let gsapi = Some(super::engine_get_server_api as unsafe extern "C" fn() -> _);
     let Created { handle, v1 } = if path == BUILTIN {
-        engine_lib::create_with(crate::storage::create_instance, path, gsapi)?
+        // SAFETY: our own storage engine's create_instance meets the interface's contract;
+        // the bucket engine's server API lives as long as the bucket engine.
+        unsafe { engine_lib::create_with(crate::storage::create_instance, path, gsapi)? }
     } else {
-        engine_lib::load(path, gsapi)?
+        // SAFETY: `path` names an engine library by the admin's or the configuration's word,
+        // as memcached trusts its `-E` (the engine interface's premise); server API as above.
+        unsafe { engine_lib::load(path, gsapi)? }
     };
     let disconnect = Arc::new(DisconnectSlot::default());
     slots()

@@ -2,17 +2,18 @@
 //! `create_instance`, and the C suite `examples-c/engine/storage_conformance.c` passes against
 //! it directly and through `libbucket_engine.so` with `engine=builtin`, also under valgrind
 //! memcheck when valgrind is on PATH (CI installs it; a local run without it says so, and a run
-//! with `CI` set fails instead).
+//! with `CI` set fails instead), and with the suite built with gcc's AddressSanitizer and UBSan
+//! (`make SAN=1`).
 //!
 //! Both libraries come from target/<profile>. `cargo test` does not build a cdylib that no
 //! test can link, so this test builds the two (`cargo build`, same profile and features; a
 //! no-op when they are current) before it looks for them.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-#[path = "../../tests/abi_common/mod.rs"]
+#[path = "../../abi/tests/abi_common/mod.rs"]
 mod abi_common;
 
-use abi_common::{build, built_library, exported_functions};
+use abi_common::{build, build_sanitized, built_library, exported_functions, SANITIZER_ENV};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -68,8 +69,8 @@ fn bucket_engine() -> PathBuf {
 }
 
 /// Runs the C suite in `mode` on `lib`, under `wrapper` when given.
-fn suite(wrapper: &[&str], mode: &str, lib: PathBuf) -> Output {
-    let program = build().join("storage_conformance");
+fn suite(harness: &Path, wrapper: &[&str], mode: &str, lib: PathBuf) -> Output {
+    let program = harness.join("storage_conformance");
     let mut cmd = match wrapper.split_first() {
         Some((first, rest)) => {
             let mut cmd = Command::new(first);
@@ -80,6 +81,8 @@ fn suite(wrapper: &[&str], mode: &str, lib: PathBuf) -> Output {
     };
     cmd.arg(mode)
         .arg(lib)
+        // Read only by a sanitized build.
+        .envs(SANITIZER_ENV)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()))
 }
@@ -107,12 +110,12 @@ fn only_create_instance_is_exported() {
 
 #[test]
 fn conformance_on_the_library() {
-    assert_success("direct", &suite(&[], "direct", storage_engine()));
+    assert_success("direct", &suite(build(), &[], "direct", storage_engine()));
 }
 
 #[test]
 fn conformance_through_the_bucket_engine_with_engine_builtin() {
-    assert_success("bucket", &suite(&[], "bucket", bucket_engine()));
+    assert_success("bucket", &suite(build(), &[], "bucket", bucket_engine()));
 }
 
 #[test]
@@ -128,7 +131,15 @@ fn conformance_is_clean_under_valgrind() {
         "--errors-for-leak-kinds=definite,possible",
     ];
     for (mode, lib) in [("direct", storage_engine()), ("bucket", bucket_engine())] {
-        let out = suite(&memcheck, mode, lib);
+        let out = suite(build(), &memcheck, mode, lib);
         assert_success(&format!("{mode} under valgrind memcheck"), &out);
+    }
+}
+
+#[test]
+fn conformance_is_clean_under_asan_and_ubsan() {
+    for (mode, lib) in [("direct", storage_engine()), ("bucket", bucket_engine())] {
+        let out = suite(build_sanitized(), &[], mode, lib);
+        assert_success(&format!("{mode} under ASan and UBSan"), &out);
     }
 }

@@ -5,10 +5,8 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -16,52 +14,25 @@ use std::time::Duration;
 
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The C test engine, built once per test binary with make (one make at a time per tree). A
-/// missing make or C compiler fails loudly.
+#[path = "../../../abi/tests/abi_common/mod.rs"]
+mod abi_common;
+
+/// The C test engine, built by the ABI tests' harness build (make, once per test binary, in the
+/// variant matching our features). A missing make or C compiler fails loudly.
 pub fn test_engine() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples-c/engine");
-        let (variant, args): (&str, &[&str]) = if cfg!(feature = "engine-pu") {
-            ("engine-pu", &["ENGINE_PU=1"])
-        } else {
-            ("v2.5.1", &[])
-        };
-        let build = dir.join("../build");
-        fs::create_dir_all(&build).expect("create examples-c/build");
-        let lock = File::create(build.join(".make.lock")).expect("create the make lock");
-        // SAFETY: flock on a descriptor we own; released when `lock` closes.
-        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-        assert_eq!(rc, 0, "flock examples-c/build/.make.lock");
-        let out = Command::new("make")
-            .args(["-s", "-C"])
-            .arg(&dir)
-            .args(args)
-            .arg("all")
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run make ({e}): the C test engine needs make and cc")
-            });
-        assert!(
-            out.status.success(),
-            "building the C test engine failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let lib = build
-            .join(format!("engine-{variant}"))
+        abi_common::build()
             .join("libtest_engine.so")
             .canonicalize()
-            .expect("libtest_engine.so after make");
-        lib
+            .expect("libtest_engine.so after make")
     })
 }
 
-/// libbucket_engine.so as cargo built it for this run (a dev-dependency of the host, so
-/// `cargo test -p mcb-host` builds it into target/<profile>/deps next to the test binary).
+/// libbucket_engine.so as cargo built it for this run: the host's default engine, whose path
+/// the host's build script records (`cargo test -p mcb-host` builds it as a dependency).
 pub fn bucket_engine() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let lib = exe.with_file_name("libbucket_engine.so");
+    let lib = PathBuf::from(env!("MCB_BUCKET_ENGINE"));
     assert!(
         lib.exists(),
         "{} is missing: build it with `cargo build -p mcb-bucket-engine` (or run the workspace's tests)",
@@ -288,6 +259,29 @@ impl Bin {
                 String::from_utf8_lossy(&r.key).into_owned(),
                 String::from_utf8_lossy(&r.value).into_owned(),
             ));
+        }
+    }
+
+    /// Polls the default stats group until `name` has `value`: how a test waits for the engine
+    /// to reach a state (a connection parked, a disconnect seen) instead of sleeping and hoping.
+    /// Fails after [`TIMEOUT`] with the last value seen.
+    pub fn wait_for_stat(&mut self, name: &str, value: &str) {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            let stats = self.stats(b"");
+            let seen = stats
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str());
+            if seen == Some(value) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "stat {name} is {seen:?}, not {value:?}, after {TIMEOUT:?}"
+            );
+            // A pause between polls only saves CPU: the loop ends on the state, not the time.
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 }

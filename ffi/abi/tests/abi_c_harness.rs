@@ -8,6 +8,8 @@
 //! - `conformance` drives the C test engine through the mock host;
 //! - both programs again under valgrind memcheck when valgrind is on PATH (CI installs it; a
 //!   local run without it says so, and a run with `CI` set fails instead).
+//! - both programs again built with gcc's AddressSanitizer and UBSan (`make SAN=1`), any
+//!   report failing the run.
 //!
 //! The C variant follows the crate's: `--features engine-pu` builds with `ENGINE_PU=1`. A
 //! missing C compiler or make is a failure, not a skip.
@@ -21,7 +23,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use abi_common::{build, Raw};
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 
 fn run(program: &str, args: &[&Path]) -> Output {
     let path = build().join(program);
@@ -469,5 +471,22 @@ fn harness_is_clean_under_valgrind() {
             .output()
             .expect("run valgrind");
         assert_success(&format!("{program} under valgrind memcheck"), &out);
+    }
+}
+
+#[test]
+fn harness_is_clean_under_asan_and_ubsan() {
+    let dir = abi_common::build_sanitized();
+    let engine = dir.join("libtest_engine.so");
+    for (program, args) in [
+        ("host_selftest", vec![]),
+        ("conformance", vec![engine.as_path()]),
+    ] {
+        let out = Command::new(dir.join(program))
+            .args(&args)
+            .envs(abi_common::SANITIZER_ENV)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+        assert_success(&format!("{program} under ASan and UBSan"), &out);
     }
 }

@@ -6,7 +6,7 @@
 mod abi_common;
 
 use abi_common::Raw;
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 
 macro_rules! c {
     ($name:ident, $value:expr) => {

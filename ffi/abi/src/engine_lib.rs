@@ -45,7 +45,18 @@ fn dlerror() -> String {
 }
 
 /// Opens the library at `path` and creates its engine with `get_server_api`.
-pub fn load(path: &str, get_server_api: GET_SERVER_API) -> Result<Created, String> {
+///
+/// Safe code cannot load an engine: whatever the library does is on the caller's word.
+/// ```compile_fail,E0133
+/// let _ = mcb_abi::engine_lib::load("/path/to/engine.so", None);
+/// ```
+///
+/// # Safety
+/// Loading a library runs its code, which Rust cannot check: `path`, if it opens, must be an
+/// engine library of interface v1, whose initialisers are sound to run in this process and
+/// whose `create_instance` meets [`create_with`]'s contract; and `get_server_api` must meet it
+/// too.
+pub unsafe fn load(path: &str, get_server_api: GET_SERVER_API) -> Result<Created, String> {
     let cpath = CString::new(path)
         .map_err(|_| format!("Failed to open library \"{path}\": NUL in path"))?;
     // SAFETY: a NUL-terminated path; valid flags.
@@ -66,17 +77,26 @@ pub fn load(path: &str, get_server_api: GET_SERVER_API) -> Result<Created, Strin
     // contract); POSIX lets a function pointer round-trip through `void *`.
     let create = unsafe { std::mem::transmute::<*mut c_void, CreateInstance>(symbol) };
     std::mem::forget(library); // an engine may exist from here on: see the module docs
-    create_with(create, path, get_server_api)
+                               // SAFETY: the library's `create_instance` and `get_server_api` meet `create_with`'s
+                               // contract (this function's own).
+    unsafe { create_with(create, path, get_server_api) }
 }
 
 /// Creates an engine through `create` (named `what` in errors) with `get_server_api`.
-pub fn create_with(
+///
+/// # Safety
+/// `create` is an engine's `create_instance`: called with interface 1, it either fails or
+/// stores a handle that points at a live `ENGINE_HANDLE` whose `interface` says which table it
+/// heads (1: an `ENGINE_HANDLE_V1`), valid until the engine's `destroy`. `get_server_api` is
+/// `None` or returns a server API that stays valid while the engine lives.
+pub unsafe fn create_with(
     create: CreateInstance,
     what: &str,
     get_server_api: GET_SERVER_API,
 ) -> Result<Created, String> {
     let mut handle: *mut ENGINE_HANDLE = ptr::null_mut();
-    // SAFETY: interface 1, the caller's get_server_api, a live out-parameter.
+    // SAFETY: `create` is a `create_instance` (the caller's contract); interface 1, the
+    // caller's get_server_api, a live out-parameter.
     let rc = unsafe { create(ENGINE_INTERFACE_VERSION, get_server_api, &mut handle) };
     if rc != ENGINE_SUCCESS || handle.is_null() {
         return Err(format!(
@@ -84,14 +104,15 @@ pub fn create_with(
             rc.0
         ));
     }
-    // SAFETY: a non-NULL handle from create_instance points at the engine's handle.
+    // SAFETY: a non-NULL handle from a successful create_instance points at a live
+    // ENGINE_HANDLE (the caller's contract).
     let interface = unsafe { (*handle).interface };
     if interface != ENGINE_INTERFACE_VERSION {
         return Err(format!(
             "{what} created an engine of interface {interface}, not 1"
         ));
     }
-    // SAFETY: an interface-1 handle is an ENGINE_HANDLE_V1 (the interface's contract).
+    // SAFETY: an interface-1 handle heads an ENGINE_HANDLE_V1 (the caller's contract).
     let v1 = unsafe { *handle.cast::<ENGINE_HANDLE_V1>() };
     let required = [
         ("initialize", v1.initialize.is_some()),

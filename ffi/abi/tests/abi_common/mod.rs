@@ -1,12 +1,13 @@
-//! Shared by the `abi_*` tests and the bucket engine's conformance runner
-//! (`ffi/bucket-engine/tests/bucket_engine_c.rs`, which includes it by path): builds the C harness in `examples-c/engine` with make (once per
-//! test binary) in the variant matching the crate's features, and reads typed constants as
-//! plain integers.
+//! Shared by the `abi_*` tests and, included by path, the engines' C suite runners
+//! (`ffi/bucket-engine/tests`, `ffi/storage-engine/tests`, `ffi/tests`) and the host's tests:
+//! builds the C harness in
+//! `examples-c/engine` with make (once per test binary) in the variant matching the crate's
+//! features, plain or sanitized, and reads typed constants as plain integers.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
@@ -73,37 +74,59 @@ pub fn variant() -> (&'static str, &'static [&'static str]) {
 /// missing make or C compiler fails loudly.
 pub fn build() -> &'static Path {
     static BUILD: OnceLock<PathBuf> = OnceLock::new();
-    BUILD.get_or_init(|| {
-        let (name, args) = variant();
-        let dir = harness_dir();
-        // Test binaries may run at once (e.g. under nextest): one make at a time per tree.
-        let build_root = dir.join("../build");
-        fs::create_dir_all(&build_root).expect("create examples-c/build");
-        let lock = File::create(build_root.join(".make.lock")).expect("create the make lock");
-        // SAFETY: flock on a file descriptor we own; it is released when `lock` is closed.
-        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-        assert_eq!(rc, 0, "flock examples-c/build/.make.lock");
-        let out = Command::new("make")
-            .arg("-s")
-            .arg("-C")
-            .arg(&dir)
-            .args(args)
-            .arg("all")
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run make ({e}): the C harness needs make and a C compiler (cc)")
-            });
-        assert!(
-            out.status.success(),
-            "building the C harness failed (make -C {} {}):\n{}{}",
-            dir.display(),
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        drop(lock);
-        build_root.join(format!("engine-{name}"))
-    })
+    BUILD.get_or_init(|| make_all(false))
+}
+
+/// The same harness built with gcc's AddressSanitizer and UndefinedBehaviorSanitizer (`make
+/// SAN=1`: every error aborts the program). Run its programs with [`SANITIZER_ENV`]. A Rust
+/// library they load is not instrumented itself, but its heap goes through the sanitizer's
+/// malloc, so the C side's misuse of memory the library hands out is caught, and leaks too.
+pub fn build_sanitized() -> &'static Path {
+    static BUILD: OnceLock<PathBuf> = OnceLock::new();
+    BUILD.get_or_init(|| make_all(true))
+}
+
+/// What a sanitized run needs: errors fail the program, leaks are checked at exit.
+pub const SANITIZER_ENV: [(&str, &str); 2] = [
+    ("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=1"),
+    ("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"),
+];
+
+fn make_all(sanitized: bool) -> PathBuf {
+    let (name, variant_args) = variant();
+    let mut args = variant_args.to_vec();
+    if sanitized {
+        args.push("SAN=1");
+    }
+    let dir = harness_dir();
+    // Test binaries may run at once (e.g. under nextest): one make at a time per tree.
+    let build_root = dir.join("../build");
+    fs::create_dir_all(&build_root).expect("create examples-c/build");
+    let lock = File::create(build_root.join(".make.lock")).expect("create the make lock");
+    // SAFETY: flock on a file descriptor we own; it is released when `lock` is closed.
+    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock examples-c/build/.make.lock");
+    let out = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(&dir)
+        .args(&args)
+        .arg("all")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run make ({e}): the C harness needs make and a C compiler (cc)")
+        });
+    assert!(
+        out.status.success(),
+        "building the C harness failed (make -C {} {}):\n{}{}",
+        dir.display(),
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    drop(lock);
+    let suffix = if sanitized { "-asan" } else { "" };
+    build_root.join(format!("engine-{name}{suffix}"))
 }
 
 /// The integer a typed constant carries.

@@ -11,7 +11,7 @@
 
 use std::mem::{align_of, offset_of, size_of};
 
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 
 /// `pin!(T, size S, align A, { field: offset, ... })`: every field of `T`, in order.
 macro_rules! pin {

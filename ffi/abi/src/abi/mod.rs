@@ -4,7 +4,7 @@
 //!
 //! One module per header family; Rust names equal the C names (types, fields, constants), so a
 //! reader can hold the C declaration next to the Rust one. Layouts are pinned, field by field, in
-//! `ffi/tests/abi_layout.rs` against numbers measured from the real headers on x86_64 Linux.
+//! `ffi/abi/tests/abi_layout.rs` against numbers measured from the real headers on x86_64 Linux.
 //!
 //! Conventions:
 //! - C enums that cross the ABI by value (`ENGINE_ERROR_CODE`, `ENGINE_EVENT_TYPE`, ...) are

@@ -20,7 +20,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use abi_common::build;
-use mcb_ffi::abi::*;
+use mcb_abi::abi::*;
 
 /// A dlopen'ed library, closed on drop.
 struct Lib(*mut c_void);

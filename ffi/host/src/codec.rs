@@ -1,0 +1,84 @@
+//! How answers are encoded, below the protocols and the engine callbacks that produce them:
+//! binary response packets, `STAT` lines, and the [`Sink`] an engine's `ADD_RESPONSE` and
+//! `ADD_STAT` write a request's answers into.
+
+use mcb_abi::abi::*;
+
+/// A binary packet's header.
+pub const HEADER: usize = PROTOCOL_BINARY_HEADER_SIZE;
+/// Longest key memcached accepts.
+pub const KEY_MAX: usize = 250;
+
+/// A response header's fields (lengths come from the parts).
+#[derive(Debug, Clone, Copy)]
+pub struct Response {
+    pub opcode: u8,
+    pub opaque: u32,
+    pub status: u16,
+    pub cas: u64,
+    pub datatype: u8,
+}
+
+/// Appends one response packet to `buf`.
+pub fn encode_response<'b>(
+    buf: &mut Vec<u8>,
+    r: &Response,
+    ext: &[u8],
+    key: &[u8],
+    body: impl Iterator<Item = &'b [u8]> + Clone,
+) {
+    let value_len: usize = body.clone().map(<[u8]>::len).sum();
+    let total = ext.len() + key.len() + value_len;
+    buf.reserve(HEADER + total);
+    buf.push(PROTOCOL_BINARY_RES);
+    buf.push(r.opcode);
+    buf.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    buf.push(ext.len() as u8);
+    buf.push(r.datatype);
+    buf.extend_from_slice(&r.status.to_be_bytes());
+    buf.extend_from_slice(&(total as u32).to_be_bytes());
+    buf.extend_from_slice(&r.opaque.to_be_bytes());
+    buf.extend_from_slice(&r.cas.to_be_bytes());
+    buf.extend_from_slice(ext);
+    buf.extend_from_slice(key);
+    for piece in body {
+        buf.extend_from_slice(piece);
+    }
+}
+
+/// Where an engine's answers for the current command go.
+#[derive(Debug, Default)]
+pub struct Sink {
+    /// Encoded output, moved to the connection's write buffer after the call.
+    pub buf: Vec<u8>,
+    /// The current binary request's opcode and opaque (a response echoes them).
+    pub opcode: u8,
+    pub opaque: u32,
+    /// ASCII: stats become `STAT key value` lines and a response only records its status.
+    pub ascii: bool,
+    /// The status of the last `ADD_RESPONSE` (what ASCII `touch` reports).
+    pub status: Option<u16>,
+}
+
+/// Encodes one statistic for the sink's protocol.
+pub fn push_stat(sink: &mut Sink, key: &[u8], val: &[u8]) {
+    if sink.ascii {
+        if key.is_empty() {
+            return;
+        }
+        sink.buf.extend_from_slice(b"STAT ");
+        sink.buf.extend_from_slice(key);
+        sink.buf.push(b' ');
+        sink.buf.extend_from_slice(val);
+        sink.buf.extend_from_slice(b"\r\n");
+    } else {
+        let response = Response {
+            opcode: PROTOCOL_BINARY_CMD_STAT,
+            opaque: sink.opaque,
+            status: PROTOCOL_BINARY_RESPONSE_SUCCESS,
+            cas: 0,
+            datatype: PROTOCOL_BINARY_RAW_BYTES,
+        };
+        encode_response(&mut sink.buf, &response, &[], key, std::iter::once(val));
+    }
+}
