@@ -390,3 +390,18 @@ fn invalid_settings_are_refused() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+#[test]
+fn scrub_takes_back_expired_items_and_keeps_live_ones() {
+    let (s, clock) = store();
+    let expiring = s.item(b"soon", b"v", 0, 105).unwrap();
+    s.store(&expiring, StoreOp::Set).unwrap();
+    put(&s, "forever", "v", StoreOp::Set).unwrap();
+    assert_eq!(s.scrub(), 0, "nothing has expired yet");
+    assert_eq!(s.stats().curr_items, 2);
+    clock.advance(5);
+    assert_eq!(s.scrub(), 1);
+    let stats = s.stats();
+    assert_eq!((stats.curr_items, stats.reclaimed), (1, 1));
+    assert_eq!(value(&s, "forever").as_deref(), Some("v"));
+}
