@@ -2854,14 +2854,16 @@ static void test_sasl_user_without_bucket_uses_default(void) {
     teardown();
 }
 
-/* Items go back to the engine that made them, whichever bucket the connection moved to. */
+/* Items go back to the engine that made them, whichever bucket the connection moved to (here
+ * an ep-engine stand-in whose item calls all fail). */
 static void test_items_follow_their_engine_across_select(void) {
     if (!boot_base()) {
         return;
     }
     mh_conn *a = admin_conn();
     CHECK(create_ok(a, "first"));
-    CHECK(create_ok(a, "second"));
+    /* Another engine, which fails every item call: an item sent there shows. */
+    CHECK_REPLY(create(a, "second", ep_path, ""), a, PROTOCOL_BINARY_RESPONSE_SUCCESS);
     CHECK_REPLY(cmds(a, SELECT_BUCKET, "first", NULL), a, PROTOCOL_BINARY_RESPONSE_SUCCESS);
     CHECK_EQ_INT(store(a, "k", "one", OPERATION_SET, 0, NULL), ENGINE_SUCCESS);
     item *got = NULL;
