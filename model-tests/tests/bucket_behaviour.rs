@@ -307,3 +307,19 @@ fn delete_under_load_from_many_threads() {
     assert_eq!(served, 8_001, "no call on the other bucket was lost");
     assert_eq!(env.events().destroyed(), 1);
 }
+
+#[test]
+fn a_hold_keeps_the_engine_past_a_delete_until_dropped() {
+    let (env, registry) = plain();
+    let bucket = registry.create("a", "test.so", "").expect("create");
+    let hold = registry.enter(bucket.arc()).expect("running").into_hold();
+    registry.delete("a", 1, false).expect("delete");
+    // Counted in like a call in flight: the shutdown cannot even start.
+    assert_eq!(bucket.state(), State::Stopping);
+    assert!(registry.enter(bucket.arc()).is_none(), "no new calls");
+    assert_eq!(hold.engine().call(), 1, "the held engine still answers");
+    assert_eq!(env.events().destroyed(), 0, "destroyed under a hold");
+    drop(hold);
+    wait_notified(&env, 1);
+    assert_eq!(env.events().destroyed(), 1);
+}
