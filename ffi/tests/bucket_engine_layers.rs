@@ -16,7 +16,11 @@ fn imports(dir: &Path) -> Graph {
         .map(|entry| entry.expect("directory entry").path())
         .filter(|path| path.extension().is_some_and(|e| e == "rs"))
         .map(|path| {
-            let name = path.file_stem().expect("a file name").to_string_lossy().into_owned();
+            let name = path
+                .file_stem()
+                .expect("a file name")
+                .to_string_lossy()
+                .into_owned();
             (name, fs::read_to_string(&path).expect("read a module"))
         })
         .filter(|(name, _)| name != "mod")

@@ -275,15 +275,6 @@ fn reserve_needs_a_running_bucket() {
 }
 
 #[test]
-fn engine_specific_word_round_trips() {
-    let conn = Connection::<mcb_model_tests::fixtures::TestEngine>::attached(None);
-    assert!(conn.engine_specific().is_null());
-    let mut slot = 5u8;
-    conn.set_engine_specific((&mut slot as *mut u8).cast());
-    assert_eq!(conn.engine_specific(), (&mut slot as *mut u8).cast());
-}
-
-#[test]
 fn delete_under_load_from_many_threads() {
     let (env, registry) = plain();
     let keep = registry.create("keep", "test.so", "").expect("create");

@@ -24,7 +24,7 @@ use mcb_core::bucket::{Connection, Fate, Registry};
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 /// What the bucket engine keeps per connection.
 pub(crate) struct ConnState {
@@ -34,6 +34,8 @@ pub(crate) struct ConnState {
     pub(crate) delete_pending: AtomicBool,
     /// The items handed out on this connection and the engines they came from.
     pub(crate) items: ItemHolds,
+    /// The engine's own per-connection word (its `store_engine_specific`), never interpreted.
+    engine_specific: AtomicPtr<c_void>,
 }
 
 // SAFETY: `Connection` is Sync; the `UnsafeCell` is only written through `exclusive`, whose
@@ -46,6 +48,7 @@ impl ConnState {
             conn: UnsafeCell::new(conn),
             delete_pending: AtomicBool::new(false),
             items: ItemHolds::default(),
+            engine_specific: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
@@ -253,7 +256,8 @@ pub(crate) unsafe extern "C" fn engine_store_engine_specific(
         let Some(running) = instance() else { return };
         // SAFETY: an engine passes the cookie of the call it is serving (or one it reserved).
         match unsafe { state(running, cookie) } {
-            Some(state) => state.conn().set_engine_specific(data.cast()),
+            // Release: publishes what the word points at to the engine thread that loads it.
+            Some(state) => state.engine_specific.store(data, Ordering::Release),
             None => {
                 log_warning("store_engine_specific for a connection bucket_engine does not know")
             }
@@ -268,7 +272,8 @@ pub(crate) unsafe extern "C" fn engine_get_engine_specific(cookie: *const c_void
             // SAFETY: as in `engine_store_engine_specific`.
             .and_then(|running| unsafe { state(running, cookie) })
             .map_or(ptr::null_mut(), |state| {
-                state.conn().engine_specific().cast()
+                // Acquire: pairs with the Release in `engine_store_engine_specific`.
+                state.engine_specific.load(Ordering::Acquire)
             })
     })
 }

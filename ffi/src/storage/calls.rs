@@ -3,15 +3,20 @@
 //! An item crosses to the host as `Arc::into_raw` of an [`ItemRef`]: each `allocate` and each
 //! successful `get` hands out one reference, which the host gives back with `release`.
 
-use super::store as store_of;
+use super::bytes::HostBytes;
+use super::{store as store_of, Store};
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire;
-use mcb_core::store::{Error, Item, ItemRef, Store, StoreOp, KEY_MAX};
+use mcb_core::store::{Error, StoreOp, KEY_MAX};
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::Arc;
+
+/// An item of our store, and a counted reference to one.
+type Item = mcb_core::store::Item<HostBytes>;
+type ItemRef = mcb_core::store::ItemRef<HostBytes>;
 
 /// memcached's code for a store error.
 fn code(e: &Error) -> ENGINE_ERROR_CODE {
@@ -503,7 +508,8 @@ pub(crate) unsafe extern "C" fn get_item_info(
         info.nvalue = 1;
         info.key = item.key().as_ptr().cast();
         info.value[0] = iovec {
-            iov_base: item.value_ptr().cast(),
+            // Writable by the host between `allocate` and `store` (see `HostBytes`).
+            iov_base: item.storage().ptr_at(item.key().len()).cast(),
             iov_len: item.value().len(),
         };
         true
