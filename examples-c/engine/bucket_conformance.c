@@ -2581,6 +2581,7 @@ static void test_null_cookie_means_default_bucket(void);
 static void test_sasl_user_without_bucket_uses_default(void);
 static void test_items_follow_their_engine_across_select(void);
 static void test_delete_while_set_value_arriving(void);
+static void test_tap_item_held_across_delete(void);
 
 static const test_case tests[] = {
     T(create_instance_interface),
@@ -2649,6 +2650,7 @@ static const test_case tests[] = {
     T(sasl_user_without_bucket_uses_default),
     T(items_follow_their_engine_across_select),
     T(delete_while_set_value_arriving),
+    T(tap_item_held_across_delete),
 };
 #undef T
 
@@ -2916,6 +2918,42 @@ static void test_delete_while_set_value_arriving(void) {
     /* Now the delete completes. */
     CHECK_EQ_INT(mh_conn_wait_io(a, IO_TIMEOUT_MS), ENGINE_SUCCESS);
     CHECK_REPLY(cmds(a, DELETE_BUCKET, "gone", NULL), a, PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    mh_conn_close(c);
+    mh_conn_close(a2);
+    mh_conn_close(a);
+    teardown();
+}
+
+/* An item a TAP step handed out is held like any other: a delete of its bucket completes only
+ * after memcached sent and released it. */
+static void test_tap_item_held_across_delete(void) {
+    if (!boot_base()) {
+        return;
+    }
+    mh_conn *a = admin_conn();
+    mh_conn *a2 = admin_conn();
+    CHECK(create_ok(a, "tapd"));
+    mh_conn *c = user_conn("tapd");
+    CHECK_EQ_INT(store(c, "t1", "a", OPERATION_SET, 0, NULL), ENGINE_SUCCESS);
+    TAP_ITERATOR iter = V->get_tap_iterator(H, c, "client", 6, 0, NULL, 0);
+    CHECK(iter != NULL);
+    if (iter != NULL) {
+        item *it = NULL;
+        void *es = NULL;
+        uint16_t nes = 0, flags = 0, vb = 0;
+        uint8_t ttl = 0;
+        uint32_t seqno = 0;
+        CHECK_EQ_INT(iter(H, c, &it, &es, &nes, &ttl, &flags, &seqno, &vb), TAP_MUTATION);
+        int since = mh_log_lines();
+        CHECK_EQ_INT(cmds(a, DELETE_BUCKET, "tapd", NULL), ENGINE_EWOULDBLOCK);
+        CHECK_EQ_STR(stat_of(a2, "bucket", "tapd"), "stopping");
+        item_info info = {.nvalue = 1};
+        CHECK(V->get_item_info(H, c, it, &info));
+        V->release(H, c, it);
+        CHECK(!mh_log_contains(since, "Potential memory leak"));
+        CHECK_EQ_INT(mh_conn_wait_io(a, IO_TIMEOUT_MS), ENGINE_SUCCESS);
+        CHECK_REPLY(cmds(a, DELETE_BUCKET, "tapd", NULL), a, PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    }
     mh_conn_close(c);
     mh_conn_close(a2);
     mh_conn_close(a);

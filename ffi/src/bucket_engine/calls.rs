@@ -5,11 +5,11 @@
 //! `reset_stats`, `errinfo` and `get_engine_vb_map` use the try form (only the connection's own
 //! bucket, never the default), as in the seed. A NULL cookie means the default bucket.
 //!
-//! Items go back to the engine that made them ([`super::items`]): `allocate` and `get` record
-//! each item they hand out with a hold on its bucket; `release`, `get_item_info` and
-//! `item_set_cas` find it there. An item recorded nowhere (a NULL cookie's, or one from a TAP
-//! iterator) goes to the connection's bucket, else the default one (the seed tried only the
-//! connection's own bucket, so a connection using the default bucket leaked every item).
+//! Items go back to the engine that made them ([`super::items`]): `allocate`, `get` and the TAP
+//! shim record each item they hand out with a hold on its bucket; `release`, `get_item_info`
+//! and `item_set_cas` find it there. An item recorded nowhere (a NULL cookie's) goes to the
+//! connection's bucket, else the default one (the seed tried only the connection's own bucket,
+//! so a connection using the default bucket leaked every item).
 
 use super::conn;
 use super::instance;
@@ -42,33 +42,41 @@ pub(crate) unsafe fn proxied<T>(
     }
 }
 
-/// As [`proxied`] for the calls that hand out an item (`allocate`, `get`): when `call` answers
-/// ENGINE_SUCCESS, the item it wrote to `*out` is recorded on the connection with a hold on the
-/// bucket (see [`super::items`]).
+/// As [`proxied`] for the calls that hand out an item (`allocate`, `get`, a TAP step): when
+/// `handed` says the answer gave one, the item `call` wrote to `*out` is recorded on the
+/// connection with a hold on the bucket (see [`super::items`]).
 ///
 /// # Safety
-/// As for [`proxied`]; `out` is the host's out-parameter, which the engine writes on success.
+/// As for [`proxied`]; `out` is the host's out-parameter, which the engine writes when `handed`
+/// says so.
 #[inline]
-unsafe fn handing_out(
+pub(crate) unsafe fn handing_out<T: Copy>(
     cookie: *const c_void,
     out: *mut *mut item,
-    call: impl FnOnce(&DlEngine) -> ENGINE_ERROR_CODE,
-) -> ENGINE_ERROR_CODE {
+    outside: T,
+    handed: impl FnOnce(T) -> bool,
+    call: impl FnOnce(&DlEngine) -> T,
+) -> T {
     let Some(running) = instance() else {
-        return ENGINE_DISCONNECT;
+        return outside;
     };
     // SAFETY: the caller's contract.
     let Some(engine) = (unsafe { conn::enter(running, cookie, false) }) else {
-        return ENGINE_DISCONNECT;
+        return outside;
     };
-    let rc = call(&engine);
-    // SAFETY: the caller's contract (as above).
-    if let (ENGINE_SUCCESS, Some(state)) = (rc, unsafe { conn::state(running, cookie) }) {
-        // SAFETY: the engine succeeded, so it wrote its item to the host's out-parameter.
-        let item = unsafe { *out };
-        state.items.add(item, engine.into_hold());
+    let answer = call(&engine);
+    if !handed(answer) || out.is_null() {
+        return answer;
     }
-    rc
+    // SAFETY: the caller's contract (as above).
+    if let Some(state) = unsafe { conn::state(running, cookie) } {
+        // SAFETY: `handed` says the engine wrote its item to the host's out-parameter.
+        let item = unsafe { *out };
+        if !item.is_null() {
+            state.items.add(item, engine.into_hold());
+        }
+    }
+    answer
 }
 
 /// The records `item` may be in: the connection's, then those of connections whose state is
@@ -168,7 +176,15 @@ pub(crate) unsafe extern "C" fn allocate(
             }
         };
         // SAFETY: the host's cookie and out-parameter for this call.
-        unsafe { handing_out(cookie, item, call) }
+        unsafe {
+            handing_out(
+                cookie,
+                item,
+                ENGINE_DISCONNECT,
+                |rc| rc == ENGINE_SUCCESS,
+                call,
+            )
+        }
     })
 }
 
@@ -256,7 +272,15 @@ pub(crate) unsafe extern "C" fn get(
             rc
         };
         // SAFETY: the host's cookie and out-parameter for this call.
-        unsafe { handing_out(cookie, item, call) }
+        unsafe {
+            handing_out(
+                cookie,
+                item,
+                ENGINE_DISCONNECT,
+                |rc| rc == ENGINE_SUCCESS,
+                call,
+            )
+        }
     })
 }
 

@@ -2,7 +2,7 @@
 //! connection's bucket on every step before calling the engine's own iterator (the seed's
 //! design; disabled for buckets whose engine path names default_engine, as in the seed).
 
-use super::calls::proxied;
+use super::calls::{handing_out, proxied};
 use super::loader::{set_tap_iterator, tap_iterator, DlEngine};
 use crate::abi::*;
 use crate::boundary::guard;
@@ -120,7 +120,14 @@ unsafe extern "C" fn shim(
             },
             None => TAP_DISCONNECT,
         };
-        // SAFETY: the host's cookie for this call.
-        unsafe { proxied(cookie, false, TAP_DISCONNECT, call) }
+        // memcached sends these events' items and releases them afterwards.
+        let handed = |event| {
+            matches!(
+                event,
+                TAP_MUTATION | TAP_DELETION | TAP_CHECKPOINT_START | TAP_CHECKPOINT_END
+            )
+        };
+        // SAFETY: the host's cookie and item out-parameter for this call.
+        unsafe { handing_out(cookie, item, TAP_DISCONNECT, handed, call) }
     })
 }
