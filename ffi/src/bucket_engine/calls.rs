@@ -79,6 +79,20 @@ pub(crate) unsafe fn handing_out<T: Copy>(
     answer
 }
 
+/// [`handing_out`] for `allocate` and `get`: an item is handed out on ENGINE_SUCCESS.
+///
+/// # Safety
+/// As for [`handing_out`].
+unsafe fn item_call(
+    cookie: *const c_void,
+    out: *mut *mut item,
+    call: impl FnOnce(&DlEngine) -> ENGINE_ERROR_CODE,
+) -> ENGINE_ERROR_CODE {
+    let handed = |rc| rc == ENGINE_SUCCESS;
+    // SAFETY: the caller's contract.
+    unsafe { handing_out(cookie, out, ENGINE_DISCONNECT, handed, call) }
+}
+
 /// The records `item` may be in: the connection's, then those of connections whose state is
 /// gone.
 ///
@@ -176,15 +190,7 @@ pub(crate) unsafe extern "C" fn allocate(
             }
         };
         // SAFETY: the host's cookie and out-parameter for this call.
-        unsafe {
-            handing_out(
-                cookie,
-                item,
-                ENGINE_DISCONNECT,
-                |rc| rc == ENGINE_SUCCESS,
-                call,
-            )
-        }
+        unsafe { item_call(cookie, item, call) }
     })
 }
 
@@ -272,15 +278,7 @@ pub(crate) unsafe extern "C" fn get(
             rc
         };
         // SAFETY: the host's cookie and out-parameter for this call.
-        unsafe {
-            handing_out(
-                cookie,
-                item,
-                ENGINE_DISCONNECT,
-                |rc| rc == ENGINE_SUCCESS,
-                call,
-            )
-        }
+        unsafe { item_call(cookie, item, call) }
     })
 }
 
