@@ -260,10 +260,9 @@ static void test_touch_and_gat(mh_conn *c) {
     char buf[16];
     CHECK_EQ_INT(get(c, "tg:k", buf, sizeof(buf), NULL, NULL), ENGINE_KEY_ENOENT);
 
-    /* No extras: EINVAL answered; other opcodes are not supported. */
+    /* No extras: EINVAL answered; other opcodes: see test_scrub_and_unknown_opcodes. */
     CHECK_EQ_INT(command(c, OP_TOUCH, 0, 0, "tg:k"), ENGINE_SUCCESS);
     CHECK_EQ_INT(c->resp_status, PROTOCOL_BINARY_RESPONSE_EINVAL);
-    CHECK_EQ_INT(command(c, 0x55, 0, 0, "tg:k"), ENGINE_ENOTSUP);
 }
 
 static void test_item_info_nvalue(mh_conn *c) {
@@ -337,6 +336,10 @@ static void test_callbacks_with_a_null_cookie(mh_conn *c) {
     CHECK_EQ_INT(V->flush(H, NULL, 0), ENGINE_SUCCESS);
 }
 
+/* Tests defined at the end of the file (issue 12). */
+static void test_get_miss_writes_null(mh_conn *c);
+static void test_scrub_and_unknown_opcodes(mh_conn *c);
+
 static void run_semantics(mh_conn *c) {
     RUN_ON(test_store_operations, c);
     RUN_ON(test_items_outlive_their_removal, c);
@@ -345,6 +348,7 @@ static void run_semantics(mh_conn *c) {
     RUN_ON(test_limits, c);
     RUN_ON(test_item_info_nvalue, c);
     RUN_ON(test_tap_is_not_supported, c);
+    RUN_ON(test_get_miss_writes_null, c);
     if (c == NULL) {
         RUN_ON(test_callbacks_with_a_null_cookie, c);
         return;
@@ -353,6 +357,7 @@ static void run_semantics(mh_conn *c) {
     RUN_ON(test_stats, c);
     RUN_ON(test_touch_and_gat, c);
     RUN_ON(test_concurrent_incr, c);
+    RUN_ON(test_scrub_and_unknown_opcodes, c);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -541,4 +546,36 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "storage conformance (%s): all passed\n", argv[1]);
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Issue 12: what memcached's default engine answers, which its engine tests check
+ */
+
+/* A get that misses sets the caller's item pointer to NULL. */
+static void test_get_miss_writes_null(mh_conn *c) {
+    item *it = (item *)&it; /* anything but NULL */
+    CHECK_EQ_INT(V->get(H, c, &it, "gm:none", 7, 0), ENGINE_KEY_ENOENT);
+    CHECK(it == NULL);
+}
+
+/* SCRUB (0xf0) takes back the expired items and answers SUCCESS; an opcode the engine does not
+ * know is answered UNKNOWN_COMMAND, the call itself succeeding (the answer was sent). */
+static void test_scrub_and_unknown_opcodes(mh_conn *c) {
+    CHECK_EQ_INT(V->flush(H, c, 0), ENGINE_SUCCESS);
+    rel_time_t in5 = api->core->realtime(5);
+    CHECK_EQ_INT(store(c, "sc:old", "v", 0, in5, OPERATION_SET, 0, NULL), ENGINE_SUCCESS);
+    CHECK_EQ_INT(store(c, "sc:new", "v", 0, 0, OPERATION_SET, 0, NULL), ENGINE_SUCCESS);
+    mh_advance_time(6);
+    CHECK_EQ_INT(stat_num(c, "curr_items"), 2); /* expired, not yet taken back */
+    CHECK_EQ_INT(command(c, 0xf0, 0, 0, NULL), ENGINE_SUCCESS);
+    CHECK_EQ_INT(c->responses, 1);
+    CHECK_EQ_INT(c->resp_status, PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    CHECK_EQ_INT(stat_num(c, "curr_items"), 1);
+    char buf[8];
+    CHECK_EQ_INT(get(c, "sc:new", buf, sizeof(buf), NULL, NULL), ENGINE_SUCCESS);
+
+    CHECK_EQ_INT(command(c, 0x55, 0, 0, "sc:new"), ENGINE_SUCCESS);
+    CHECK_EQ_INT(c->responses, 1);
+    CHECK_EQ_INT(c->resp_status, PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND);
 }

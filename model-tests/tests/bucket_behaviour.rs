@@ -278,15 +278,6 @@ fn reserve_needs_a_running_bucket() {
 }
 
 #[test]
-fn engine_specific_word_round_trips() {
-    let conn = Connection::<mcb_model_tests::fixtures::TestEngine>::attached(None);
-    assert!(conn.engine_specific().is_null());
-    let mut slot = 5u8;
-    conn.set_engine_specific((&mut slot as *mut u8).cast());
-    assert_eq!(conn.engine_specific(), (&mut slot as *mut u8).cast());
-}
-
-#[test]
 fn delete_under_load_from_many_threads() {
     let (env, registry) = plain();
     let keep = registry.create("keep", "test.so", "").expect("create");
@@ -308,5 +299,21 @@ fn delete_under_load_from_many_threads() {
     wait_notified(&env, 77);
     let served = registry.enter(keep.arc()).expect("running").call();
     assert_eq!(served, 8_001, "no call on the other bucket was lost");
+    assert_eq!(env.events().destroyed(), 1);
+}
+
+#[test]
+fn a_hold_keeps_the_engine_past_a_delete_until_dropped() {
+    let (env, registry) = plain();
+    let bucket = registry.create("a", "test.so", "").expect("create");
+    let hold = registry.enter(bucket.arc()).expect("running").into_hold();
+    registry.delete("a", 1, false).expect("delete");
+    // Counted in like a call in flight: the shutdown cannot even start.
+    assert_eq!(bucket.state(), State::Stopping);
+    assert!(registry.enter(bucket.arc()).is_none(), "no new calls");
+    assert_eq!(hold.engine().call(), 1, "the held engine still answers");
+    assert_eq!(env.events().destroyed(), 0, "destroyed under a hold");
+    drop(hold);
+    wait_notified(&env, 1);
     assert_eq!(env.events().destroyed(), 1);
 }

@@ -1,5 +1,6 @@
 //! What the bucket engine keeps per host connection (the seed's `engine_specific_t`): the bucket
-//! it is attached to, the engine's own per-connection word, and its reservations.
+//! it is attached to and its reservations. (The engine's own per-connection word, a C pointer,
+//! is kept by the bucket engine's FFI layer, next to this.)
 //!
 //! The host owns a connection's state and frees it when told to: [`Connection::disconnect`] and
 //! [`Connection::release`] return [`Fate::Free`] to exactly one caller, the last of "the
@@ -13,7 +14,7 @@ use super::handle::Handle;
 use super::registry::{CreateError, Registry};
 use super::state::State;
 use super::{Engine, Env};
-use crate::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::Arc;
 use std::fmt;
@@ -63,8 +64,6 @@ pub struct Connection<E: Engine> {
     bucket: Option<Arc<Handle<E>>>,
     /// `CONNECTED` while the host connection is open, plus one per reservation.
     reserved: AtomicU32,
-    /// The engine's own per-connection word, never interpreted here.
-    engine_specific: AtomicPtr<()>,
 }
 
 impl<E: Engine> fmt::Debug for Connection<E> {
@@ -93,7 +92,6 @@ impl<E: Engine> Connection<E> {
         Self {
             bucket: bucket.map(Ref::into_arc),
             reserved: AtomicU32::new(CONNECTED),
-            engine_specific: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
@@ -259,18 +257,6 @@ impl<E: Engine> Connection<E> {
         } else {
             Fate::Keep
         }
-    }
-
-    /// Stores the engine's per-connection word (the cookie API's `store_engine_specific`).
-    pub fn set_engine_specific(&self, value: *mut ()) {
-        // Release: publishes what the word points at to the engine thread that loads it.
-        self.engine_specific.store(value, Ordering::Release);
-    }
-
-    /// The engine's per-connection word (the cookie API's `get_engine_specific`).
-    pub fn engine_specific(&self) -> *mut () {
-        // Acquire: pairs with the Release in `set_engine_specific`.
-        self.engine_specific.load(Ordering::Acquire)
     }
 }
 

@@ -90,6 +90,50 @@ impl<'a, V: Env> Lease<'a, V> {
     }
 }
 
+impl<V: Env> Lease<'_, V> {
+    /// Keeps this call counted in the bucket after the lease ends, as a [`Hold`]: what an item
+    /// the engine handed out keeps, so that the engine is destroyed only after the item went
+    /// back to it, even if the bucket is deleted meanwhile (a DELETE waits for a hold as it
+    /// waits for a call in flight). Allocates nothing.
+    pub fn into_hold(self) -> Hold<V> {
+        let hold = Hold {
+            registry: self.registry.clone(),
+            handle: Arc::clone(self.handle),
+            stripe: self.stripe,
+        };
+        // The count moves to the hold, which counts out when dropped.
+        std::mem::forget(self);
+        hold
+    }
+}
+
+/// A call kept open past its return (see [`Lease::into_hold`]): the bucket's engine stays
+/// usable, whatever the bucket's state, until the hold is dropped.
+pub struct Hold<V: Env> {
+    registry: Registry<V>,
+    handle: Arc<Handle<V::Engine>>,
+    stripe: usize,
+}
+
+impl<V: Env> Hold<V> {
+    /// The engine this hold keeps.
+    pub fn engine(&self) -> &V::Engine {
+        self.handle.engine_unguarded()
+    }
+}
+
+impl<V: Env> Drop for Hold<V> {
+    fn drop(&mut self) {
+        self.registry.leave(&self.handle, self.stripe);
+    }
+}
+
+impl<V: Env> fmt::Debug for Hold<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Hold").field(&self.handle.name()).finish()
+    }
+}
+
 impl<V: Env> Deref for Lease<'_, V> {
     type Target = V::Engine;
 

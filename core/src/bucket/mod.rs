@@ -20,7 +20,7 @@ pub mod topkeys;
 
 pub use config::Config;
 pub use connection::{Connection, Fate, ReserveError};
-pub use guards::{Lease, Ref};
+pub use guards::{Hold, Lease, Ref};
 pub use handle::Handle;
 pub use registry::{CreateError, DeleteError, Registry};
 pub use state::State;

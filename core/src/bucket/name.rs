@@ -1,8 +1,8 @@
 //! Bucket names: what the wire and the registry accept.
 
-/// Longest bucket name accepted, in bytes. Names travel as memcached keys (at most 250 bytes);
-/// 100 leaves room for prefixes such as `topkeys` or stats keys built from the name.
-pub const MAX_NAME_LEN: usize = 100;
+/// Longest bucket name accepted, in bytes: the most a binary-protocol key (its 16-bit length
+/// field) can carry, as in the seed, which took any name CREATE's key could hold.
+pub const MAX_NAME_LEN: usize = u16::MAX as usize;
 
 /// Why a bucket name was refused.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -56,6 +56,8 @@ mod tests {
     #[test]
     fn accepts_the_seed_alphabet() {
         assert_eq!(validate(b"Tenant-1.a%b_c"), Ok("Tenant-1.a%b_c"));
+        // Longer than a text-protocol key (250 bytes): the seed took these too.
+        assert_eq!(validate(&[b'x'; 251]).map(str::len), Ok(251));
         assert_eq!(
             validate(&[b'x'; MAX_NAME_LEN]).map(str::len),
             Ok(MAX_NAME_LEN)

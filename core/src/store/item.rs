@@ -2,33 +2,57 @@
 //! that whoever holds an item (the host, between `get` and `release`) reads it safely after the
 //! store replaced, deleted, evicted or flushed it.
 //!
-//! The value is written once, before the item is stored: memcached's `allocate` hands the host
-//! an item whose value it then fills through a pointer ([`Item::value_ptr`]). After
-//! [`Store::store`](super::Store::store) nothing writes the bytes again: updates (append,
-//! incr...) make a new item. Expiry and CAS are atomics because `touch` and `item_set_cas`
-//! change them in place, as memcached's own items do.
+//! The key and value bytes live in a [`Bytes`] of the caller's choice: plain `Box<[u8]>` by
+//! default. memcached's `allocate` hands its host an item whose value the host then fills in
+//! place through a pointer; that contract belongs to the C boundary, which brings a `Bytes` of
+//! its own that allows it (`ffi`'s storage engine), so nothing here writes through a shared
+//! item. Updates (append, incr...) make a new item. Expiry and CAS are atomics because `touch`
+//! and `item_set_cas` change them in place, as memcached's own items do.
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::sync::PayloadArc;
 use std::fmt;
-use std::ptr::NonNull;
 
 /// Seconds on the host's clock (memcached's `rel_time_t`); an expiry of 0 means never.
 pub type RelTime = u32;
 
 /// A shared item: what the store keeps and what `get` hands out.
-pub type ItemRef = PayloadArc<Item>;
+pub type ItemRef<B = Box<[u8]>> = PayloadArc<Item<B>>;
 
 /// Bytes an item costs beyond its key and value, charged against `cache_size` and counted
 /// against `item_size_max`.
 pub const ITEM_OVERHEAD: usize = std::mem::size_of::<Item>();
 
+/// Where an item keeps its key and value: one buffer, built once by the store.
+pub trait Bytes: Send + Sync + Sized + 'static {
+    /// `prefix` followed by `zeros` zero bytes (an allocated item, before its value is filled).
+    fn zeroed(prefix: &[u8], zeros: usize) -> Self;
+    /// The concatenation of `parts`.
+    fn joined(parts: &[&[u8]]) -> Self;
+    /// All the bytes.
+    fn bytes(&self) -> &[u8];
+}
+
+impl Bytes for Box<[u8]> {
+    fn zeroed(prefix: &[u8], zeros: usize) -> Self {
+        let mut bytes = vec![0; prefix.len() + zeros];
+        bytes[..prefix.len()].copy_from_slice(prefix);
+        bytes.into_boxed_slice()
+    }
+
+    fn joined(parts: &[&[u8]]) -> Self {
+        parts.concat().into_boxed_slice()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
 /// A memcached item.
-pub struct Item {
-    /// Key then value, in one allocation: a `Box<[u8]>` taken apart, so that the host may
-    /// write the value through a pointer before the item is stored (a `Box` would claim unique
-    /// access to its bytes).
-    bytes: NonNull<[u8]>,
+pub struct Item<B = Box<[u8]>> {
+    /// Key then value.
+    bytes: B,
     nkey: usize,
     flags: u32,
     exptime: AtomicU32,
@@ -39,29 +63,15 @@ pub struct Item {
     seq: AtomicU64,
 }
 
-// SAFETY: the item owns its value's bytes (freed once, on drop); they are only written through
-// `value_ptr` before the item is stored, by the one caller that allocated it (the contract of
-// `value_ptr`); every other field is immutable or atomic.
-#[allow(unsafe_code)]
-unsafe impl Sync for Item {}
-// SAFETY: as for `Sync`: no thread affinity anywhere in an item.
-#[allow(unsafe_code)]
-unsafe impl Send for Item {}
-
-impl Item {
+impl<B: Bytes> Item<B> {
     /// An item holding `value`.
     pub fn new(key: &[u8], value: &[u8], flags: u32, exptime: RelTime) -> Self {
-        let mut bytes = Vec::with_capacity(key.len() + value.len());
-        bytes.extend_from_slice(key);
-        bytes.extend_from_slice(value);
-        Self::from_bytes(bytes.into_boxed_slice(), key.len(), flags, exptime)
+        Self::from_bytes(B::joined(&[key, value]), key.len(), flags, exptime)
     }
 
-    /// An item of `nbytes` zeroed value bytes, to be filled through [`Item::value_ptr`].
+    /// An item of `nbytes` zeroed value bytes (what `allocate` hands out).
     pub fn zeroed(key: &[u8], nbytes: usize, flags: u32, exptime: RelTime) -> Self {
-        let mut bytes = vec![0; key.len() + nbytes];
-        bytes[..key.len()].copy_from_slice(key);
-        Self::from_bytes(bytes.into_boxed_slice(), key.len(), flags, exptime)
+        Self::from_bytes(B::zeroed(key, nbytes), key.len(), flags, exptime)
     }
 
     /// An item whose value is `head` followed by `tail` (append and prepend).
@@ -72,16 +82,12 @@ impl Item {
         flags: u32,
         exptime: RelTime,
     ) -> Self {
-        let mut bytes = Vec::with_capacity(key.len() + head.len() + tail.len());
-        bytes.extend_from_slice(key);
-        bytes.extend_from_slice(head);
-        bytes.extend_from_slice(tail);
-        Self::from_bytes(bytes.into_boxed_slice(), key.len(), flags, exptime)
+        Self::from_bytes(B::joined(&[key, head, tail]), key.len(), flags, exptime)
     }
 
-    fn from_bytes(bytes: Box<[u8]>, nkey: usize, flags: u32, exptime: RelTime) -> Self {
+    fn from_bytes(bytes: B, nkey: usize, flags: u32, exptime: RelTime) -> Self {
         Self {
-            bytes: NonNull::from(Box::leak(bytes)),
+            bytes,
             nkey,
             flags,
             exptime: AtomicU32::new(exptime),
@@ -97,28 +103,17 @@ impl Item {
     }
 
     fn all(&self) -> &[u8] {
-        #[allow(unsafe_code)]
-        // SAFETY: the bytes live as long as the item; the value part is written only before
-        // the item is shared (see `value_ptr`), so no write overlaps this borrow.
-        unsafe {
-            self.bytes.as_ref()
-        }
+        self.bytes.bytes()
+    }
+
+    /// Where the key and value live (the key's length is where the value starts).
+    pub fn storage(&self) -> &B {
+        &self.bytes
     }
 
     /// The value.
     pub fn value(&self) -> &[u8] {
         &self.all()[self.nkey..]
-    }
-
-    /// The value's first byte, writable: the host fills an allocated item through it.
-    ///
-    /// Creating the pointer is safe; writing through it is allowed only to the holder of a
-    /// freshly allocated item, before the item is stored and while no other reference reads
-    /// its value (memcached's contract between `allocate` and `store`), and within
-    /// `value().len()` bytes.
-    pub fn value_ptr(&self) -> *mut u8 {
-        // In bounds: `nkey` is at most the length of the bytes.
-        self.bytes.as_ptr().cast::<u8>().wrapping_add(self.nkey)
     }
 
     /// The flags, as stored.
@@ -172,19 +167,11 @@ impl Item {
 
     /// Bytes charged for it: key, value and [`ITEM_OVERHEAD`].
     pub fn size(&self) -> usize {
-        self.bytes.len() + ITEM_OVERHEAD
+        self.all().len() + ITEM_OVERHEAD
     }
 }
 
-impl Drop for Item {
-    fn drop(&mut self) {
-        #[allow(unsafe_code)]
-        // SAFETY: `bytes` came from `Box::leak` in `from_bytes` and is freed only here, once.
-        drop(unsafe { Box::from_raw(self.bytes.as_ptr()) });
-    }
-}
-
-impl fmt::Debug for Item {
+impl<B: Bytes> fmt::Debug for Item<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Item")
             .field("key", &String::from_utf8_lossy(self.key()))

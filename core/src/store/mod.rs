@@ -21,7 +21,7 @@
 mod item;
 mod stats;
 
-pub use item::{Item, ItemRef, RelTime, ITEM_OVERHEAD};
+pub use item::{Bytes, Item, ItemRef, RelTime, ITEM_OVERHEAD};
 pub use stats::Stats;
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -152,16 +152,16 @@ impl Clock for ManualClock {
 }
 
 /// What a key holds, as memcached sees it.
-enum Current<'e> {
+enum Current<'e, B: Bytes> {
     Absent,
     /// Expired or flushed, still in L2.
     Dead,
-    Live(&'e ItemRef),
+    Live(&'e ItemRef<B>),
 }
 
-/// memcached items over an L2 store.
-pub struct Store {
-    l2: L2<Item>,
+/// memcached items over an L2 store, their bytes kept in a `B` (see [`Bytes`]).
+pub struct Store<B: Bytes = Box<[u8]>> {
+    l2: L2<Item<B>>,
     config: Config,
     clock: Box<dyn Clock>,
     /// The last sequence number handed out (CAS values, when `use_cas`).
@@ -175,7 +175,7 @@ pub struct Store {
     evictions_base: AtomicU64,
 }
 
-impl fmt::Debug for Store {
+impl<B: Bytes> fmt::Debug for Store<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Store")
             .field("config", &self.config)
@@ -184,8 +184,15 @@ impl fmt::Debug for Store {
 }
 
 impl Store {
-    /// A store with `config`, reading the time from `clock`.
+    /// A store with `config`, reading the time from `clock`, its items' bytes in `Box<[u8]>`s.
     pub fn new(config: Config, clock: Box<dyn Clock>) -> Result<Self, Error> {
+        Self::with_bytes(config, clock)
+    }
+}
+
+impl<B: Bytes> Store<B> {
+    /// A store with `config`, reading the time from `clock`, its items' bytes in `B`s.
+    pub fn with_bytes(config: Config, clock: Box<dyn Clock>) -> Result<Self, Error> {
         if config.item_size_max < 1024 || config.item_size_max > 128 * PAGE_SIZE {
             return Err(Error::InvalidConfig(
                 "item_size_max must be between 1 KiB and 128 MiB",
@@ -201,7 +208,7 @@ impl Store {
         let shards = wanted.min(capacity / page).max(1);
         let l2 = L2::with_shards(capacity, shards)
             .map_err(|_| Error::InvalidConfig("cache_size"))?
-            .weigh_with(Item::size);
+            .weigh_with(Item::<B>::size);
         Ok(Self {
             l2,
             config,
@@ -232,7 +239,7 @@ impl Store {
         nbytes: usize,
         flags: u32,
         exptime: RelTime,
-    ) -> Result<ItemRef, Error> {
+    ) -> Result<ItemRef<B>, Error> {
         self.check(key, nbytes)?;
         Ok(PayloadArc::new(Item::zeroed(key, nbytes, flags, exptime)))
     }
@@ -244,7 +251,7 @@ impl Store {
         value: &[u8],
         flags: u32,
         exptime: RelTime,
-    ) -> Result<ItemRef, Error> {
+    ) -> Result<ItemRef<B>, Error> {
         self.check(key, value.len())?;
         Ok(PayloadArc::new(Item::new(key, value, flags, exptime)))
     }
@@ -267,7 +274,7 @@ impl Store {
     /// Stores `item` by `op` and returns its new CAS. For [`StoreOp::Cas`], and for append and
     /// prepend when it is not 0, the item's CAS (see [`Item::set_cas`]) must match the present
     /// one.
-    pub fn store(&self, item: &ItemRef, op: StoreOp) -> Result<u64, Error> {
+    pub fn store(&self, item: &ItemRef<B>, op: StoreOp) -> Result<u64, Error> {
         self.counters.add(Counter::CmdSet, 1);
         self.check(item.key(), item.value().len())?;
         let now = self.now();
@@ -320,8 +327,8 @@ impl Store {
     fn write(
         &self,
         key: &[u8],
-        decide: impl FnOnce(Current<'_>) -> Result<ItemRef, Error>,
-    ) -> Result<ItemRef, Error> {
+        decide: impl FnOnce(Current<'_, B>) -> Result<ItemRef<B>, Error>,
+    ) -> Result<ItemRef<B>, Error> {
         let now = self.now();
         let tries = if self.config.eviction { u32::MAX } else { 0 };
         let mut dead = false;
@@ -348,7 +355,7 @@ impl Store {
     }
 
     /// Gives a new item its sequence number (and CAS) and store time, before it is published.
-    fn stamp(&self, item: ItemRef, now: RelTime) -> ItemRef {
+    fn stamp(&self, item: ItemRef<B>, now: RelTime) -> ItemRef<B> {
         // Relaxed: only uniqueness and order per key matter, and writers of one key run this
         // under its shard lock; the number itself publishes nothing.
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
@@ -358,7 +365,7 @@ impl Store {
         item
     }
 
-    fn current<'e>(&self, old: Option<&'e Entry<Item>>, now: RelTime) -> Current<'e> {
+    fn current<'e>(&self, old: Option<&'e Entry<Item<B>>>, now: RelTime) -> Current<'e, B> {
         match old.and_then(|e| e.value.as_ref()) {
             None => Current::Absent,
             Some(item) if self.is_live(item, now) => Current::Live(item),
@@ -366,7 +373,7 @@ impl Store {
         }
     }
 
-    fn is_live(&self, item: &Item, now: RelTime) -> bool {
+    fn is_live(&self, item: &Item<B>, now: RelTime) -> bool {
         let exptime = item.exptime();
         if exptime != 0 && exptime <= now {
             return false;
@@ -383,7 +390,7 @@ impl Store {
     /// The live item of `key` (memcached's `get`). Finding a live item (or none) takes no lock
     /// and allocates nothing; finding an expired or flushed one takes its key's shard lock once,
     /// to take the memory back.
-    pub fn get(&self, key: &[u8]) -> Option<ItemRef> {
+    pub fn get(&self, key: &[u8]) -> Option<ItemRef<B>> {
         let found = self
             .l2
             .read(NS, key, |_, entry| entry.value.clone())
@@ -406,7 +413,7 @@ impl Store {
     }
 
     /// Removes a dead `item` of `key`, if the key still holds it.
-    fn take_back(&self, key: &[u8], item: &ItemRef) {
+    fn take_back(&self, key: &[u8], item: &ItemRef<B>) {
         let removed = self
             .l2
             .update(NS, key, 0, |old| match old.and_then(|e| e.value.as_ref()) {
@@ -495,7 +502,7 @@ impl Store {
 
     /// Sets the expiry of `key`'s live item and returns it (memcached's touch; get-and-touch
     /// reads the returned item).
-    pub fn touch(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef> {
+    pub fn touch(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef<B>> {
         let now = self.now();
         let mut dead = false;
         let result = self
@@ -540,6 +547,20 @@ impl Store {
         self.flushed_seq
             .store(self.seq.load(Ordering::Relaxed), Ordering::Relaxed);
         self.l2.purge(NS, None);
+    }
+
+    /// Takes back every expired or flushed item now (memcached's SCRUB), instead of when next
+    /// touched; returns how many went. Readers holding one keep it until they let go.
+    pub fn scrub(&self) -> u64 {
+        let now = self.now();
+        let mut removed = 0;
+        self.l2.remove_where(|ns, entry| {
+            let dead = ns == NS && entry.value.as_ref().is_some_and(|i| !self.is_live(i, now));
+            removed += u64::from(dead);
+            dead
+        });
+        self.counters.add(Counter::Reclaimed, removed);
+        removed
     }
 
     /// The statistics now.
@@ -592,7 +613,7 @@ impl Store {
     }
 }
 
-fn entry(item: ItemRef) -> Entry<Item> {
+fn entry<B: Bytes>(item: ItemRef<B>) -> Entry<Item<B>> {
     Entry {
         value: Some(item),
         stored_at: 0,

@@ -495,6 +495,14 @@ impl<T: Send + Sync + 'static> L2<T> {
     /// Removes every entry of namespace `ns`, and with `expired_at` also every entry of any
     /// namespace that is stale at that time (the seed's `flush_expired`).
     pub(crate) fn purge(&self, ns: u32, expired_at: Option<u64>) {
+        self.remove_where(|node_ns, entry| {
+            node_ns == ns || expired_at.is_some_and(|now| entry.is_stale(now))
+        });
+    }
+
+    /// Removes every entry `dead` (given the entry's namespace) picks, shard by shard under
+    /// each shard's lock.
+    pub(crate) fn remove_where(&self, mut dead: impl FnMut(u32, &Entry<T>) -> bool) {
         for shard in self.shards.iter() {
             let mut policy = shard.policy.lock();
             let guard = self.domain.pin();
@@ -507,7 +515,7 @@ impl<T: Send + Sync + 'static> L2<T> {
                     let Some(node) = (unsafe { cur.as_ref() }) else {
                         break;
                     };
-                    if node.ns == ns || expired_at.is_some_and(|now| node.entry.is_stale(now)) {
+                    if dead(node.ns, &node.entry) {
                         policy.remove(node.slot);
                         unlink(link, cur, &guard);
                     } else {

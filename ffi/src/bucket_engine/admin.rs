@@ -9,7 +9,7 @@
 use super::calls::{proxied, topkey};
 use super::config::parse_force;
 use super::conn::{self, take_delete_pending};
-use super::loader::Cookie;
+use super::loader::{Cookie, DlEngine};
 use super::{instance, Running};
 use crate::abi::*;
 use crate::boundary::guard;
@@ -73,7 +73,8 @@ pub(crate) unsafe extern "C" fn unknown_command(
         if !is_admin_opcode(opcode) {
             // SAFETY: memcached hands us the whole packet.
             let key = unsafe { parse(request, usize::MAX) }.ok().map(|p| p.key);
-            return proxy(cookie, request, response, key);
+            // SAFETY: the host's cookie and packet for this call.
+            return unsafe { proxy(cookie, request, response, key) };
         }
         if !running.is_admin(cookie) {
             return ENGINE_ENOTSUP; // the seed's answer to everyone else
@@ -86,22 +87,29 @@ pub(crate) unsafe extern "C" fn unknown_command(
         };
         match packet.opcode {
             CREATE_BUCKET | CREATE_BUCKET_DEPRECATED => create(running, cookie, &packet, response),
-            DELETE_BUCKET | DELETE_BUCKET_DEPRECATED => delete(running, cookie, &packet, response),
+            // SAFETY: the host's cookie for this call.
+            DELETE_BUCKET | DELETE_BUCKET_DEPRECATED => unsafe {
+                delete(running, cookie, &packet, response)
+            },
             LIST_BUCKETS | LIST_BUCKETS_DEPRECATED => list(running, cookie, response),
-            _ => select(running, cookie, &packet, response),
+            // SAFETY: as above.
+            _ => unsafe { select(running, cookie, &packet, response) },
         }
     })
 }
 
 /// Any other opcode: the connection's bucket answers it; the ep-engine commands the seed knows
 /// are counted in topkeys when they succeed.
-fn proxy(
+///
+/// # Safety
+/// `cookie` and `request` are the host's for the current call.
+unsafe fn proxy(
     cookie: *const c_void,
     request: *mut protocol_binary_request_header,
     response: ADD_RESPONSE,
     key: Option<&[u8]>,
 ) -> ENGINE_ERROR_CODE {
-    proxied(cookie, false, ENGINE_DISCONNECT, |e| {
+    let call = |e: &DlEngine| {
         let f = e.v1.unknown_command.expect("checked at load");
         // SAFETY: the host's packet and callback, passed through unchanged.
         let rc = unsafe { f(e.raw_handle(), cookie, request, response) };
@@ -118,27 +126,18 @@ fn proxy(
             _ => None,
         };
         if let (ENGINE_SUCCESS, Some(op), Some(key)) = (rc, op, key) {
-            topkey(e, key.as_ptr().cast(), key.len(), op);
+            topkey(e, key, op);
         }
         rc
-    })
+    };
+    // SAFETY: the host's cookie for this call.
+    unsafe { proxied(cookie, false, ENGINE_DISCONNECT, call) }
 }
 
-/// A bucket name from a packet's key, or the EINVAL answer.
-fn bucket_name(
-    key: &[u8],
-    response: ADD_RESPONSE,
-    cookie: *const c_void,
-) -> Result<&str, ENGINE_ERROR_CODE> {
-    name::validate(key).map_err(|why| {
-        let message = format!("Invalid bucket name: {why}");
-        respond(
-            response,
-            cookie,
-            PROTOCOL_BINARY_RESPONSE_EINVAL,
-            message.as_bytes(),
-        )
-    })
+/// The name DELETE and SELECT look up: a key that is no valid name (bytes that are not UTF-8
+/// among them) names no bucket, so it is answered as an unknown name, as the seed answers it.
+fn lookup_name(key: &[u8]) -> Option<&str> {
+    name::validate(key).ok()
 }
 
 /// CREATE: key = name, value = engine path, NUL, config.
@@ -148,9 +147,18 @@ fn create(
     packet: &Packet<'_>,
     response: ADD_RESPONSE,
 ) -> ENGINE_ERROR_CODE {
-    let name = match bucket_name(packet.key, response, cookie) {
+    let name = match name::validate(packet.key) {
         Ok(name) => name,
-        Err(rc) => return rc,
+        // The seed's answer to every failure but "exists"; the message says why.
+        Err(why) => {
+            let message = format!("Invalid bucket name: {why}");
+            return respond(
+                response,
+                cookie,
+                PROTOCOL_BINARY_RESPONSE_NOT_STORED,
+                message.as_bytes(),
+            );
+        }
     };
     let mut spec = packet.value.splitn(2, |&b| b == 0);
     let path = spec.next().unwrap_or_default();
@@ -169,9 +177,6 @@ fn create(
         Err(why @ CreateError::Exists(_)) => {
             (PROTOCOL_BINARY_RESPONSE_KEY_EEXISTS, why.to_string())
         }
-        Err(why @ CreateError::InvalidName(_)) => {
-            (PROTOCOL_BINARY_RESPONSE_EINVAL, why.to_string())
-        }
         Err(why) => {
             running.host.log(
                 EXTENSION_LOG_WARNING,
@@ -185,22 +190,23 @@ fn create(
 
 /// DELETE: key = name, value = optional `force=true|false`. Answers EWOULDBLOCK; the shutdown
 /// worker's notify_io_complete makes the host retry, and the retry answers SUCCESS.
-fn delete(
+///
+/// # Safety
+/// `cookie` is the host's for the current call.
+unsafe fn delete(
     running: &Running,
     cookie: *const c_void,
     packet: &Packet<'_>,
     response: ADD_RESPONSE,
 ) -> ENGINE_ERROR_CODE {
-    let Some(state) = conn::state_or_connect(running, cookie) else {
+    // SAFETY: the host's cookie for this call, on a live connection; `state` is used only
+    // during it.
+    let Some(state) = (unsafe { conn::state_or_connect(running, cookie) }) else {
         return invalid(response, cookie);
     };
     if take_delete_pending(state) {
         return respond(response, cookie, PROTOCOL_BINARY_RESPONSE_SUCCESS, b"");
     }
-    let name = match bucket_name(packet.key, response, cookie) {
-        Ok(name) => name,
-        Err(rc) => return rc,
-    };
     let Ok(force) = parse_force(running.host, packet.value) else {
         return respond(
             response,
@@ -208,6 +214,17 @@ fn delete(
             PROTOCOL_BINARY_RESPONSE_EINVAL,
             b"Invalid config parameters",
         );
+    };
+    let not_found = || {
+        respond(
+            response,
+            cookie,
+            PROTOCOL_BINARY_RESPONSE_KEY_ENOENT,
+            b"Not found.",
+        )
+    };
+    let Some(name) = lookup_name(packet.key) else {
+        return not_found();
     };
     let target = running.registry.find(name);
     // Set before the delete starts: its completion may be notified before we return.
@@ -220,12 +237,7 @@ fn delete(
         .is_err()
     {
         state.delete_pending.store(false, Ordering::Release);
-        return respond(
-            response,
-            cookie,
-            PROTOCOL_BINARY_RESPONSE_KEY_ENOENT,
-            b"Not found.",
-        );
+        return not_found();
     }
     if let Some(target) = target {
         // A connection deleting its own bucket is detached from it first.
@@ -260,17 +272,18 @@ fn list(running: &Running, cookie: *const c_void, response: ADD_RESPONSE) -> ENG
 }
 
 /// SELECT: attach this connection to the named bucket.
-fn select(
+///
+/// # Safety
+/// `cookie` is the host's for the current call.
+unsafe fn select(
     running: &Running,
     cookie: *const c_void,
     packet: &Packet<'_>,
     response: ADD_RESPONSE,
 ) -> ENGINE_ERROR_CODE {
-    let name = match bucket_name(packet.key, response, cookie) {
-        Ok(name) => name,
-        Err(rc) => return rc,
-    };
-    let Some(state) = conn::state_or_connect(running, cookie) else {
+    // SAFETY: the host's cookie for this call, on a live connection; `state` is used only
+    // during it.
+    let Some(state) = (unsafe { conn::state_or_connect(running, cookie) }) else {
         return invalid(response, cookie);
     };
     // SAFETY: unknown_command runs on the connection's own thread.
@@ -282,7 +295,13 @@ fn select(
             b"Connection is reserved",
         );
     };
-    match conn.select(&running.registry, name) {
+    // A key that is no valid name finds nothing: the connection is left with no bucket, as
+    // after any failed SELECT.
+    let selected = match lookup_name(packet.key) {
+        Some(name) => conn.select(&running.registry, name),
+        None => conn.attach(None).map(|()| false),
+    };
+    match selected {
         Ok(true) => respond(response, cookie, PROTOCOL_BINARY_RESPONSE_SUCCESS, b""),
         Ok(false) => respond(
             response,

@@ -2,20 +2,31 @@
 //! allocation), calls the bucket's engine, counts topkeys where the seed does, and leaves. A
 //! connection with no bucket, or whose bucket is not RUNNING, gets ENGINE_DISCONNECT.
 //!
-//! `release`, `get_item_info`, `item_set_cas`, `reset_stats`, `errinfo` and `get_engine_vb_map`
-//! use the try form (only the connection's own bucket, never the default), as in the seed.
+//! `reset_stats`, `errinfo` and `get_engine_vb_map` use the try form (only the connection's own
+//! bucket, never the default), as in the seed. A NULL cookie means the default bucket.
+//!
+//! Items go back to the engine that made them ([`super::items`]): `allocate`, `get` and the TAP
+//! shim record each item they hand out with a hold on its bucket; `release`, `get_item_info`
+//! and `item_set_cas` find it there. An item recorded nowhere (a NULL cookie's) goes to the
+//! connection's bucket, else the default one (the seed tried only the connection's own bucket,
+//! so a connection using the default bucket leaked every item).
 
 use super::conn;
 use super::instance;
-use super::loader::DlEngine;
+use super::items::{self, ItemHolds};
+use super::loader::{DlEngine, DlEnv};
 use crate::abi::*;
 use crate::boundary::guard;
 use mcb_core::bucket::topkeys::TopKeyOp;
+use mcb_core::bucket::Hold;
 use std::ffi::{c_char, c_int, c_void};
 
 /// Runs `call` inside the caller's bucket; `outside` if there is none to enter.
+///
+/// # Safety
+/// `cookie` is NULL or the cookie the host passed to the current call ([`conn::state`]).
 #[inline]
-pub(crate) fn proxied<T>(
+pub(crate) unsafe fn proxied<T>(
     cookie: *const c_void,
     try_form: bool,
     outside: T,
@@ -24,21 +35,131 @@ pub(crate) fn proxied<T>(
     let Some(running) = instance() else {
         return outside;
     };
-    match conn::enter(running, cookie, try_form) {
+    // SAFETY: the caller's contract.
+    match unsafe { conn::enter(running, cookie, try_form) } {
         Some(engine) => call(&engine),
         None => outside,
     }
 }
 
-/// Counts `op` on `key` in the bucket's topkeys, if enabled.
-pub(crate) fn topkey(engine: &DlEngine, key: *const c_void, nkey: usize, op: TopKeyOp) {
-    let (Some(topkeys), false) = (&engine.topkeys, key.is_null() || nkey == 0) else {
+/// As [`proxied`] for the calls that hand out an item (`allocate`, `get`, a TAP step): when
+/// `handed` says the answer gave one, the item `call` wrote to `*out` is recorded on the
+/// connection with a hold on the bucket (see [`super::items`]).
+///
+/// # Safety
+/// As for [`proxied`]; `out` is the host's out-parameter, which the engine writes when `handed`
+/// says so.
+#[inline]
+pub(crate) unsafe fn handing_out<T: Copy>(
+    cookie: *const c_void,
+    out: *mut *mut item,
+    outside: T,
+    handed: impl FnOnce(T) -> bool,
+    call: impl FnOnce(&DlEngine) -> T,
+) -> T {
+    let Some(running) = instance() else {
+        return outside;
+    };
+    // SAFETY: the caller's contract.
+    let Some(engine) = (unsafe { conn::enter(running, cookie, false) }) else {
+        return outside;
+    };
+    let answer = call(&engine);
+    if !handed(answer) || out.is_null() {
+        return answer;
+    }
+    // SAFETY: the caller's contract (as above).
+    if let Some(state) = unsafe { conn::state(running, cookie) } {
+        // SAFETY: `handed` says the engine wrote its item to the host's out-parameter.
+        let item = unsafe { *out };
+        if !item.is_null() {
+            state.items.add(item, engine.into_hold());
+        }
+    }
+    answer
+}
+
+/// [`handing_out`] for `allocate` and `get`: an item is handed out on ENGINE_SUCCESS.
+///
+/// # Safety
+/// As for [`handing_out`].
+unsafe fn item_call(
+    cookie: *const c_void,
+    out: *mut *mut item,
+    call: impl FnOnce(&DlEngine) -> ENGINE_ERROR_CODE,
+) -> ENGINE_ERROR_CODE {
+    let handed = |rc| rc == ENGINE_SUCCESS;
+    // SAFETY: the caller's contract.
+    unsafe { handing_out(cookie, out, ENGINE_DISCONNECT, handed, call) }
+}
+
+/// The records `item` may be in: the connection's, then those of connections whose state is
+/// gone.
+///
+/// # Safety
+/// As for [`proxied`]; the references are used only during the current call.
+unsafe fn records<'a>(cookie: *const c_void) -> impl Iterator<Item = &'a ItemHolds> {
+    // SAFETY: the caller's contract.
+    let mine = instance().and_then(|running| unsafe { conn::state(running, cookie) });
+    mine.map(|state| &state.items)
+        .into_iter()
+        .chain(items::orphans())
+}
+
+/// Runs `call` with the engine that made `item` (see the module docs); `outside` if there is
+/// none.
+///
+/// # Safety
+/// As for [`proxied`].
+unsafe fn with_item_engine<T>(
+    cookie: *const c_void,
+    item: *const item,
+    outside: T,
+    call: impl FnOnce(&DlEngine) -> T,
+) -> T {
+    let mut call = Some(call);
+    // SAFETY: the caller's contract.
+    for holds in unsafe { records(cookie) } {
+        // `with` runs the closure only when it finds the item, so `call` is there to take.
+        if let Some(Some(answer)) = holds.with(item, |e| call.take().map(|call| call(e))) {
+            return answer;
+        }
+    }
+    match call {
+        // SAFETY: the caller's contract.
+        Some(call) => unsafe { proxied(cookie, false, outside, call) },
+        None => outside,
+    }
+}
+
+/// Takes `item`'s record out (its release), if there is one.
+///
+/// # Safety
+/// As for [`proxied`].
+unsafe fn take_hold(cookie: *const c_void, item: *const item) -> Option<Hold<DlEnv>> {
+    // SAFETY: the caller's contract.
+    unsafe { records(cookie) }.find_map(|holds| holds.take(item))
+}
+
+/// Counts `op` on `key` in the bucket's topkeys, if enabled (an empty key is not counted).
+pub(crate) fn topkey(engine: &DlEngine, key: &[u8], op: TopKeyOp) {
+    let (Some(topkeys), false) = (&engine.topkeys, key.is_empty()) else {
         return;
     };
-    // SAFETY: the host passed `nkey` readable bytes at `key` for this call.
-    let key = unsafe { std::slice::from_raw_parts(key.cast::<u8>(), nkey) };
     let now = instance().map_or(0, |r| r.host.current_time());
     topkeys.record(key, op, now);
+}
+
+/// The key the host passed as a pointer and a length (empty for NULL).
+///
+/// # Safety
+/// `key` is NULL or points at `nkey` readable bytes that outlive `'a`.
+unsafe fn host_key<'a>(key: *const c_void, nkey: usize) -> &'a [u8] {
+    if key.is_null() || nkey == 0 {
+        return &[];
+    }
+    // SAFETY: the caller's contract; non-NULL and nkey > 0.
+    unsafe { std::slice::from_raw_parts(key.cast::<u8>(), nkey) }
 }
 
 pub(crate) unsafe extern "C" fn allocate(
@@ -52,7 +173,7 @@ pub(crate) unsafe extern "C" fn allocate(
     exptime: rel_time_t,
 ) -> ENGINE_ERROR_CODE {
     guard(ENGINE_FAILED, || {
-        proxied(cookie, false, ENGINE_DISCONNECT, |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.allocate.expect("checked at load");
             // SAFETY: the host's arguments, passed through unchanged to the bucket's engine.
             unsafe {
@@ -67,7 +188,9 @@ pub(crate) unsafe extern "C" fn allocate(
                     exptime,
                 )
             }
-        })
+        };
+        // SAFETY: the host's cookie and out-parameter for this call.
+        unsafe { item_call(cookie, item, call) }
     })
 }
 
@@ -85,7 +208,7 @@ pub(crate) unsafe extern "C" fn remove(
     vbucket: u16,
 ) -> ENGINE_ERROR_CODE {
     guard(ENGINE_FAILED, || {
-        proxied(cookie, false, ENGINE_DISCONNECT, |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.remove.expect("checked at load");
             // SAFETY: the host's arguments, passed through unchanged.
             let rc = unsafe { f(e.raw_handle(), cookie, key, nkey, cas, vbucket) };
@@ -96,10 +219,13 @@ pub(crate) unsafe extern "C" fn remove(
                 _ => None,
             };
             if let Some(op) = op {
-                topkey(e, key, nkey, op);
+                // SAFETY: the host passed `nkey` bytes at `key` for this call.
+                topkey(e, unsafe { host_key(key, nkey) }, op);
             }
             rc
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, false, ENGINE_DISCONNECT, call) }
     })
 }
 
@@ -109,12 +235,19 @@ pub(crate) unsafe extern "C" fn release(
     item: *mut item,
 ) {
     guard((), || {
-        let released = proxied(cookie, true, false, |e| {
+        let give_back = |e: &DlEngine| {
             let f = e.v1.release.expect("checked at load");
-            // SAFETY: the host's item, handed back to the engine that allocated it.
+            // SAFETY: the host's item, handed back to the engine that made it.
             unsafe { f(e.raw_handle(), cookie, item) };
             true
-        });
+        };
+        // SAFETY: the host's cookie for this call.
+        let released = match unsafe { take_hold(cookie, item) } {
+            // The hold kept the engine alive; dropping it afterwards may let it be destroyed.
+            Some(hold) => give_back(hold.engine()),
+            // SAFETY: as above.
+            None => unsafe { proxied(cookie, false, false, give_back) },
+        };
         if !released {
             super::log_warning("Potential memory leak: no bucket to release an item to");
         }
@@ -130,18 +263,22 @@ pub(crate) unsafe extern "C" fn get(
     vbucket: u16,
 ) -> ENGINE_ERROR_CODE {
     guard(ENGINE_FAILED, || {
-        proxied(cookie, false, ENGINE_DISCONNECT, |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.get.expect("checked at load");
             // SAFETY: the host's arguments, passed through unchanged.
             let rc = unsafe { f(e.raw_handle(), cookie, item, key, nkey, vbucket) };
-            let n = usize::try_from(nkey).unwrap_or(0);
-            match rc {
-                ENGINE_SUCCESS => topkey(e, key, n, TopKeyOp::GetHits),
-                ENGINE_KEY_ENOENT => topkey(e, key, n, TopKeyOp::GetMisses),
-                _ => {}
-            }
+            let op = match rc {
+                ENGINE_SUCCESS => TopKeyOp::GetHits,
+                ENGINE_KEY_ENOENT => TopKeyOp::GetMisses,
+                _ => return rc,
+            };
+            // SAFETY: the host passed `nkey` bytes at `key` for this call.
+            let key = unsafe { host_key(key, usize::try_from(nkey).unwrap_or(0)) };
+            topkey(e, key, op);
             rc
-        })
+        };
+        // SAFETY: the host's cookie and out-parameter for this call.
+        unsafe { item_call(cookie, item, call) }
     })
 }
 
@@ -154,7 +291,7 @@ pub(crate) unsafe extern "C" fn store(
     vbucket: u16,
 ) -> ENGINE_ERROR_CODE {
     guard(ENGINE_FAILED, || {
-        proxied(cookie, false, ENGINE_DISCONNECT, |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.store.expect("checked at load");
             // SAFETY: the host's arguments, passed through unchanged.
             let rc = unsafe { f(e.raw_handle(), cookie, item, cas, operation, vbucket) };
@@ -170,16 +307,22 @@ pub(crate) unsafe extern "C" fn store(
                     }
                 };
                 if let Some(op) = op {
-                    count_item(e, cookie, item, op);
+                    // SAFETY: the host's item of this engine, still held.
+                    unsafe { count_item(e, cookie, item, op) };
                 }
             }
             rc
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, false, ENGINE_DISCONNECT, call) }
     })
 }
 
 /// Counts a topkeys op on an item's key (the key comes from the engine's item info).
-fn count_item(e: &DlEngine, cookie: *const c_void, item: *mut item, op: TopKeyOp) {
+///
+/// # Safety
+/// `item` is an item of `e`'s engine that the host holds.
+unsafe fn count_item(e: &DlEngine, cookie: *const c_void, item: *mut item, op: TopKeyOp) {
     let f = e.v1.get_item_info.expect("checked at load");
     let mut info = item_info {
         cas: 0,
@@ -197,7 +340,8 @@ fn count_item(e: &DlEngine, cookie: *const c_void, item: *mut item, op: TopKeyOp
     };
     // SAFETY: an item of this engine and an item_info with room for one iovec.
     if unsafe { f(e.raw_handle(), cookie, item, &mut info) } {
-        topkey(e, info.key, usize::from(info.nkey), op);
+        // SAFETY: the engine's key bytes, valid while the host holds the item.
+        topkey(e, unsafe { host_key(info.key, usize::from(info.nkey)) }, op);
     }
 }
 
@@ -216,7 +360,7 @@ pub(crate) unsafe extern "C" fn arithmetic(
     vbucket: u16,
 ) -> ENGINE_ERROR_CODE {
     guard(ENGINE_FAILED, || {
-        proxied(cookie, false, ENGINE_DISCONNECT, |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.arithmetic.expect("checked at load");
             // SAFETY: the host's arguments, passed through unchanged.
             let rc = unsafe {
@@ -243,10 +387,14 @@ pub(crate) unsafe extern "C" fn arithmetic(
                 _ => None,
             };
             if let Some(op) = op {
-                topkey(e, key, usize::try_from(nkey).unwrap_or(0), op);
+                // SAFETY: the host passed `nkey` bytes at `key` for this call.
+                let key = unsafe { host_key(key, usize::try_from(nkey).unwrap_or(0)) };
+                topkey(e, key, op);
             }
             rc
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, false, ENGINE_DISCONNECT, call) }
     })
 }
 
@@ -256,21 +404,25 @@ pub(crate) unsafe extern "C" fn flush(
     when: libc::time_t,
 ) -> ENGINE_ERROR_CODE {
     guard(ENGINE_FAILED, || {
-        proxied(cookie, false, ENGINE_DISCONNECT, |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.flush.expect("checked at load");
             // SAFETY: the host's arguments, passed through unchanged.
             unsafe { f(e.raw_handle(), cookie, when) }
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, false, ENGINE_DISCONNECT, call) }
     })
 }
 
 pub(crate) unsafe extern "C" fn reset_stats(_handle: *mut ENGINE_HANDLE, cookie: *const c_void) {
     guard((), || {
-        proxied(cookie, true, (), |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.reset_stats.expect("checked at load");
             // SAFETY: the host's cookie, passed through.
             unsafe { f(e.raw_handle(), cookie) }
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, true, (), call) }
     })
 }
 
@@ -281,12 +433,14 @@ pub(crate) unsafe extern "C" fn item_set_cas(
     cas: u64,
 ) {
     guard((), || {
-        let done = proxied(cookie, true, false, |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.item_set_cas.expect("checked at load");
-            // SAFETY: the host's item of this engine.
+            // SAFETY: the host's item, and the engine that made it.
             unsafe { f(e.raw_handle(), cookie, item, cas) };
             true
-        });
+        };
+        // SAFETY: the host's cookie for this call.
+        let done = unsafe { with_item_engine(cookie, item, false, call) };
         if !done {
             super::log_warning("item_set_cas: the engine is no longer there");
         }
@@ -300,11 +454,14 @@ pub(crate) unsafe extern "C" fn get_item_info(
     info: *mut item_info,
 ) -> bool {
     guard(false, || {
-        proxied(cookie, true, false, |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.get_item_info.expect("checked at load");
-            // SAFETY: the host's item and item_info (with its declared nvalue), passed through.
+            // SAFETY: the host's item and item_info (with its declared nvalue), passed to the
+            // engine that made the item.
             unsafe { f(e.raw_handle(), cookie, item, info) }
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { with_item_engine(cookie, item, false, call) }
     })
 }
 
@@ -315,11 +472,13 @@ pub(crate) unsafe extern "C" fn errinfo(
     size: usize,
 ) -> usize {
     guard(0, || {
-        proxied(cookie, true, 0, |e| match e.v1.errinfo {
+        let call = |e: &DlEngine| match e.v1.errinfo {
             // SAFETY: the host's buffer of `size` bytes, passed through.
             Some(f) => unsafe { f(e.raw_handle(), cookie, buffer, size) },
             None => 0,
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, true, 0, call) }
     })
 }
 
@@ -330,12 +489,14 @@ pub(crate) unsafe extern "C" fn get_engine_vb_map(
     callback: engine_get_vb_map_cb,
 ) -> ENGINE_ERROR_CODE {
     guard(ENGINE_FAILED, || {
-        proxied(cookie, true, ENGINE_SUCCESS, |e| {
+        let call = |e: &DlEngine| {
             match e.v1.get_engine_vb_map {
                 // SAFETY: the host's callback, passed through.
                 Some(f) => unsafe { f(e.raw_handle(), cookie, callback) },
                 None => ENGINE_ENOTSUP,
             }
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, true, ENGINE_SUCCESS, call) }
     })
 }

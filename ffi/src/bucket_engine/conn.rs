@@ -6,11 +6,16 @@
 //! exactly once, by whoever the core's `Connection` says is last (the disconnect, or the last
 //! release of a reservation), and the slot is cleared before it is freed.
 //!
+//! Every function here that takes a cookie is `unsafe`: the state behind it is valid only while
+//! the host's connection is (see [`state`]), which only the host's caller can vouch for.
+//!
 //! The host drives each connection from one thread at a time; other threads reach a connection
 //! only through reservations (engine threads). Switching buckets (auth, SELECT, a connection
 //! deleting its own bucket) needs exclusive access, which we take only when the connection
 //! holds no reservation: then no other thread may legitimately be looking at it.
 
+use super::host::Hooks;
+use super::items::ItemHolds;
 use super::loader::{register_disconnect, Cookie, DlEngine, DlEnv};
 use super::{instance, log_warning, Running};
 use crate::abi::*;
@@ -18,8 +23,8 @@ use crate::boundary::guard;
 use mcb_core::bucket::{Connection, Fate, Registry};
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
-use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 /// What the bucket engine keeps per connection.
 pub(crate) struct ConnState {
@@ -27,6 +32,10 @@ pub(crate) struct ConnState {
     /// A DELETE of this connection's is waiting for its bucket's shutdown (the retried call
     /// answers SUCCESS).
     pub(crate) delete_pending: AtomicBool,
+    /// The items handed out on this connection and the engines they came from.
+    pub(crate) items: ItemHolds,
+    /// The engine's own per-connection word (its `store_engine_specific`), never interpreted.
+    engine_specific: AtomicPtr<c_void>,
 }
 
 // SAFETY: `Connection` is Sync; the `UnsafeCell` is only written through `exclusive`, whose
@@ -38,6 +47,8 @@ impl ConnState {
         Self {
             conn: UnsafeCell::new(conn),
             delete_pending: AtomicBool::new(false),
+            items: ItemHolds::default(),
+            engine_specific: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
@@ -62,41 +73,62 @@ impl ConnState {
     }
 }
 
+/// Where `cookie`'s connection state lives, if it has one: the host's slot holds NULL or a
+/// pointer from `Box::into_raw(ConnState)`, valid until [`free`] clears the slot.
+fn slot(running: &Running, cookie: *const c_void) -> Option<NonNull<ConnState>> {
+    NonNull::new(running.host.get_engine_specific(cookie).cast::<ConnState>())
+}
+
 /// The state of `cookie`'s connection, if it has one.
-pub(crate) fn state(running: &Running, cookie: *const c_void) -> Option<&'static ConnState> {
-    let raw = running.host.get_engine_specific(cookie).cast::<ConnState>();
-    // SAFETY: the slot holds NULL or a pointer from `Box::into_raw(ConnState)` that stays valid
-    // until the one freer clears the slot and drops it; the host only calls us for a cookie
-    // while its connection is alive.
-    unsafe { raw.as_ref() }
+///
+/// # Safety
+/// `cookie` is NULL or a cookie the host passed to the current call (or event) while its
+/// connection is alive, and the reference is not used after that call returns: the state is
+/// freed, at the disconnect or the last release, only after the host stopped passing it.
+pub(crate) unsafe fn state<'a>(running: &Running, cookie: *const c_void) -> Option<&'a ConnState> {
+    // SAFETY: a pointer from `slot` is live until `free`, which the caller's contract rules out
+    // for as long as the reference is used.
+    slot(running, cookie).map(|state| unsafe { state.as_ref() })
 }
 
 /// The state of `cookie`'s connection, created (attached as a new connection would be) when the
 /// host never told us about it.
-pub(crate) fn state_or_connect(
+///
+/// # Safety
+/// As for [`state`].
+pub(crate) unsafe fn state_or_connect<'a>(
     running: &Running,
     cookie: *const c_void,
-) -> Option<&'static ConnState> {
+) -> Option<&'a ConnState> {
     if cookie.is_null() {
         return None;
     }
-    if let Some(state) = state(running, cookie) {
+    // SAFETY: the caller's contract.
+    if let Some(state) = unsafe { state(running, cookie) } {
         return Some(state);
     }
     let fresh = Box::into_raw(Box::new(ConnState::new(Connection::connect(
         &running.registry,
     ))));
     running.host.store_engine_specific(cookie, fresh.cast());
-    // SAFETY: just created and stored; freed only by the disconnect or last release.
+    // SAFETY: just created and stored; freed only by the disconnect or last release, which
+    // the caller's contract puts after the reference's last use.
     Some(unsafe { &*fresh })
 }
 
-/// Frees a connection's state: clears the host's slot, then drops the box.
-fn free(running: &Running, cookie: *const c_void, state: &'static ConnState) {
+/// Frees a connection's state: clears the host's slot, moves the items still held to the
+/// process-wide list, then drops the box through the pointer `Box::into_raw` gave.
+///
+/// # Safety
+/// `state` is `cookie`'s state from [`slot`], and the caller was told by the core that it is
+/// the last user (`Fate::Free`): no reference to the state is used afterwards.
+unsafe fn free(running: &Running, cookie: *const c_void, state: NonNull<ConnState>) {
     running.host.store_engine_specific(cookie, ptr::null_mut());
-    // SAFETY: the core said this caller is the last user (Fate::Free); the pointer came from
-    // Box::into_raw and nobody else can reach it any more.
-    drop(unsafe { Box::from_raw(ptr::from_ref(state).cast_mut()) });
+    // SAFETY: live until the drop below (the caller's contract).
+    unsafe { state.as_ref() }.items.orphan();
+    // SAFETY: the pointer came from Box::into_raw; the caller is the last user, and the slot
+    // no longer leads anyone to it.
+    drop(unsafe { Box::from_raw(state.as_ptr()) });
 }
 
 /// ON_CONNECT: a new connection gets the default bucket (the seed's `handle_connect`).
@@ -108,11 +140,12 @@ pub(crate) unsafe extern "C" fn on_connect(
 ) {
     guard((), || {
         let Some(running) = instance() else { return };
-        if state(running, cookie).is_some() {
+        if slot(running, cookie).is_some() {
             log_warning("ON_CONNECT for a connection bucket_engine already knows; ignored");
             return;
         }
-        state_or_connect(running, cookie);
+        // SAFETY: the host fires ON_CONNECT with the new connection's live cookie.
+        unsafe { state_or_connect(running, cookie) };
     })
 }
 
@@ -136,7 +169,8 @@ pub(crate) unsafe extern "C" fn on_auth(
             log_warning("ON_AUTH without a user name; connection left where it was");
             return;
         };
-        let Some(state) = state_or_connect(running, cookie) else {
+        // SAFETY: the host fires ON_AUTH with a live connection's cookie.
+        let Some(state) = (unsafe { state_or_connect(running, cookie) }) else {
             return;
         };
         // SAFETY: ON_AUTH runs on the connection's own thread.
@@ -159,13 +193,38 @@ pub(crate) unsafe extern "C" fn on_disconnect(
 ) {
     guard((), || {
         let Some(running) = instance() else { return };
-        let Some(state) = state(running, cookie) else {
+        let Some(raw) = slot(running, cookie) else {
             return;
         };
-        if state.conn().disconnect(&running.registry, Cookie(cookie)) == Fate::Free {
-            free(running, cookie, state);
+        // SAFETY: live: the host fires ON_DISCONNECT once, and only the disconnect or the last
+        // release frees the state (the core tells exactly one of them).
+        let fate = unsafe { raw.as_ref() }
+            .conn()
+            .disconnect(&running.registry, Cookie(cookie));
+        if fate == Fate::Free {
+            // SAFETY: the core said this caller is the last user; the reference above is dead.
+            unsafe { free(running, cookie, raw) };
         }
     })
+}
+
+/// The cookie and callback functions our engines get in place of the host's.
+pub(crate) fn hooks() -> Hooks {
+    Hooks {
+        callback: SERVER_CALLBACK_API {
+            register_callback: Some(engine_register_callback),
+            perform_callbacks: None,
+        },
+        cookie: SERVER_COOKIE_API {
+            get_socket_fd: None,
+            get_auth_data: None,
+            store_engine_specific: Some(engine_store_engine_specific),
+            get_engine_specific: Some(engine_get_engine_specific),
+            notify_io_complete: None,
+            reserve: Some(engine_reserve_cookie),
+            release: Some(engine_release_cookie),
+        },
+    }
 }
 
 /// Our engines' `register_callback`: ON_DISCONNECT is forwarded per bucket; other events are
@@ -195,8 +254,10 @@ pub(crate) unsafe extern "C" fn engine_store_engine_specific(
 ) {
     guard((), || {
         let Some(running) = instance() else { return };
-        match state(running, cookie) {
-            Some(state) => state.conn().set_engine_specific(data.cast()),
+        // SAFETY: an engine passes the cookie of the call it is serving (or one it reserved).
+        match unsafe { state(running, cookie) } {
+            // Release: publishes what the word points at to the engine thread that loads it.
+            Some(state) => state.engine_specific.store(data, Ordering::Release),
             None => {
                 log_warning("store_engine_specific for a connection bucket_engine does not know")
             }
@@ -208,9 +269,11 @@ pub(crate) unsafe extern "C" fn engine_store_engine_specific(
 pub(crate) unsafe extern "C" fn engine_get_engine_specific(cookie: *const c_void) -> *mut c_void {
     guard(ptr::null_mut(), || {
         instance()
-            .and_then(|running| state(running, cookie))
+            // SAFETY: as in `engine_store_engine_specific`.
+            .and_then(|running| unsafe { state(running, cookie) })
             .map_or(ptr::null_mut(), |state| {
-                state.conn().engine_specific().cast()
+                // Acquire: pairs with the Release in `engine_store_engine_specific`.
+                state.engine_specific.load(Ordering::Acquire)
             })
     })
 }
@@ -222,7 +285,8 @@ pub(crate) unsafe extern "C" fn engine_reserve_cookie(cookie: *const c_void) -> 
         let Some(running) = instance() else {
             return ENGINE_FAILED;
         };
-        let Some(state) = state(running, cookie) else {
+        // SAFETY: an engine reserves the cookie of the call it is serving.
+        let Some(state) = (unsafe { state(running, cookie) }) else {
             return ENGINE_FAILED;
         };
         if state.conn().reserve(&running.registry).is_err() {
@@ -244,12 +308,15 @@ pub(crate) unsafe extern "C" fn engine_release_cookie(cookie: *const c_void) -> 
         let Some(running) = instance() else {
             return ENGINE_FAILED;
         };
-        let Some(state) = state(running, cookie) else {
+        let Some(raw) = slot(running, cookie) else {
             log_warning("release_cookie for a connection bucket_engine does not know");
             return ENGINE_FAILED;
         };
-        match state.conn().release(&running.registry) {
-            Ok(Fate::Free) => free(running, cookie, state),
+        // SAFETY: live: the engine still holds its reservation, which keeps the state.
+        let released = unsafe { raw.as_ref() }.conn().release(&running.registry);
+        match released {
+            // SAFETY: the core said this caller is the last user; the reference above is dead.
+            Ok(Fate::Free) => unsafe { free(running, cookie, raw) },
             Ok(Fate::Keep) => {}
             Err(why) => {
                 log_warning(&format!("release_cookie refused: {why}"));
@@ -264,19 +331,24 @@ pub(crate) unsafe extern "C" fn engine_release_cookie(cookie: *const c_void) -> 
 }
 
 /// Enters the bucket `cookie`'s calls go to: its own, else the default (plain form), or only
-/// its own (`try_form`, the seed's `try_get_engine_handle`).
+/// its own (`try_form`, the seed's `try_get_engine_handle`). A NULL cookie (an extension or a
+/// test harness calling without a connection) means the default bucket in both forms.
+///
+/// # Safety
+/// As for [`state`]: the lease borrows the state, so it ends before the call returns.
 #[inline]
-pub(crate) fn enter<'a>(
+pub(crate) unsafe fn enter<'a>(
     running: &'a Running,
     cookie: *const c_void,
     try_form: bool,
 ) -> Option<mcb_core::bucket::Lease<'a, DlEnv>> {
     let registry: &Registry<DlEnv> = &running.registry;
-    match state(running, cookie) {
+    // SAFETY: the caller's contract.
+    match unsafe { state(running, cookie) } {
         Some(state) if try_form => state.conn().try_enter(registry),
         Some(state) => state.conn().enter(registry),
-        None if try_form => None,
-        // No state (a NULL cookie, or a host that fired no ON_CONNECT): the default bucket.
+        None if try_form && !cookie.is_null() => None,
+        // A NULL cookie, or a host that fired no ON_CONNECT: the default bucket.
         None => registry.enter(registry.default_bucket()?),
     }
 }

@@ -2,16 +2,18 @@
 //! wrappers around the calls we make into them, and the server API we hand to the engines we
 //! load, whose callback, extension and cookie tables are our own.
 //!
+//! This module sits below the connection layer: the cookie and callback functions our engines
+//! get in place of the host's (kept per connection, in `conn`) come in as [`Hooks`].
+//!
 //! Every table is copied by value once, at `create_instance`, after checking its pointer: we
 //! never read more of a host structure than its type (the one the `engine-pu` feature selects)
 //! says the host provided, and never keep a pointer into host memory we did not check.
 
-use super::conn;
 use crate::abi::*;
 use crate::host_api::{self, Logger};
 pub(crate) use crate::host_api::{c_str, BadHost};
 use std::ffi::{c_int, c_void, CStr};
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 /// The host's tables (copies) and the tables our own engines get.
 pub(crate) struct Host {
@@ -49,13 +51,50 @@ unsafe fn copy<T: Copy>(table: *const T, what: &'static str) -> Result<T, BadHos
     Ok(unsafe { *table })
 }
 
+/// What our engines get in place of the host's own functions: `register_callback` from
+/// `callback`, and `store_engine_specific`, `get_engine_specific`, `reserve` and `release` from
+/// `cookie` (its other fields, and `perform_callbacks`, are not used).
+pub(crate) struct Hooks {
+    pub(crate) callback: SERVER_CALLBACK_API,
+    pub(crate) cookie: SERVER_COOKIE_API,
+}
+
+/// The one owner of a [`Host`] made by [`Host::adopt`]: it lives until [`OwnedHost::free`],
+/// which deallocates through the pointer `Box::into_raw` gave (never through a reference).
+pub(crate) struct OwnedHost(NonNull<Host>);
+
+impl OwnedHost {
+    /// The host, for as long as the owner has not freed it (callers keep no reference past
+    /// `free`: see its contract).
+    pub(crate) fn get(&self) -> &'static Host {
+        // SAFETY: live from `adopt` until `free`, which consumes the owner and whose caller
+        // promises that no reference handed out here is used any more.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// Frees the host.
+    ///
+    /// # Safety
+    /// Nothing uses a reference from [`OwnedHost::get`] afterwards (no engine we loaded runs any
+    /// more, and the bucket engine's own state is gone).
+    pub(crate) unsafe fn free(self) {
+        // SAFETY: from Box::into_raw in `adopt`, freed once (the owner is consumed); the
+        // caller's contract rules out later uses.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
 impl Host {
-    /// Copies the host's server API (from `get_server_api`) into a new, leaked `Host`.
+    /// Copies the host's server API (from `get_server_api`) into a new `Host`, whose tables for
+    /// our engines use `hooks`.
     ///
     /// # Safety
     /// `server` is NULL or points at the host's `SERVER_HANDLE_V1`, whose table pointers are
     /// NULL or point at live tables, for the life of the process.
-    pub(crate) unsafe fn adopt(server: *mut SERVER_HANDLE_V1) -> Result<&'static Host, BadHost> {
+    pub(crate) unsafe fn adopt(
+        server: *mut SERVER_HANDLE_V1,
+        hooks: Hooks,
+    ) -> Result<OwnedHost, BadHost> {
         // SAFETY: the caller's contract.
         let top = unsafe { copy(server, "get_server_api returned NULL")? };
         if top.interface != 1 {
@@ -82,7 +121,7 @@ impl Host {
         }
         // SAFETY: the caller's contract covers the extension table too.
         let logger = unsafe { Logger::of(top.extension) };
-        let host = Box::leak(Box::new(Host {
+        let host = Box::into_raw(Box::new(Host {
             core,
             stat,
             callback,
@@ -92,7 +131,7 @@ impl Host {
             inner_core: core,
             inner_stat: stat,
             inner_callback: SERVER_CALLBACK_API {
-                register_callback: Some(conn::engine_register_callback),
+                register_callback: hooks.callback.register_callback,
                 perform_callbacks: Some(engine_perform_callbacks),
             },
             inner_extension: SERVER_EXTENSION_API {
@@ -101,29 +140,24 @@ impl Host {
                 get_extension: extension.get_extension,
             },
             inner_cookie: SERVER_COOKIE_API {
-                store_engine_specific: Some(conn::engine_store_engine_specific),
-                get_engine_specific: Some(conn::engine_get_engine_specific),
-                reserve: Some(conn::engine_reserve_cookie),
-                release: Some(conn::engine_release_cookie),
+                store_engine_specific: hooks.cookie.store_engine_specific,
+                get_engine_specific: hooks.cookie.get_engine_specific,
+                reserve: hooks.cookie.reserve,
+                release: hooks.cookie.release,
                 ..cookie
             },
         }));
-        host.inner.core = &mut host.inner_core;
-        host.inner.stat = &mut host.inner_stat;
-        host.inner.callback = &mut host.inner_callback;
-        host.inner.extension = &mut host.inner_extension;
-        host.inner.cookie = &mut host.inner_cookie;
-        Ok(host)
-    }
-
-    /// Frees a `Host` made by [`Host::adopt`].
-    ///
-    /// # Safety
-    /// `host` came from `adopt`, is freed once, and nothing uses it afterwards (no engine we
-    /// loaded runs any more).
-    pub(crate) unsafe fn free(host: &'static Host) {
-        // SAFETY: the caller's contract; `adopt` leaked a Box.
-        drop(unsafe { Box::from_raw(ptr::from_ref(host).cast_mut()) });
+        // SAFETY: just allocated and not shared yet; the table pointers point into the same
+        // allocation, which stays put until `OwnedHost::free`.
+        unsafe {
+            (*host).inner.core = &raw mut (*host).inner_core;
+            (*host).inner.stat = &raw mut (*host).inner_stat;
+            (*host).inner.callback = &raw mut (*host).inner_callback;
+            (*host).inner.extension = &raw mut (*host).inner_extension;
+            (*host).inner.cookie = &raw mut (*host).inner_cookie;
+        }
+        // SAFETY: Box::into_raw never returns NULL.
+        Ok(OwnedHost(unsafe { NonNull::new_unchecked(host) }))
     }
 
     /// The server API our engines see.

@@ -13,7 +13,7 @@ use mcb_core::bucket::topkeys::TopKeys;
 use mcb_core::bucket::{Engine, Env};
 use std::ffi::{c_void, CString};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// A host cookie, as the core's connection identity.
@@ -76,8 +76,9 @@ pub(crate) struct DlEngine {
     path: String,
     /// The seed disables TAP for memcached's default engine.
     pub(crate) tap_disabled: bool,
-    /// The TAP iterator the engine last handed out (the seed keeps one per bucket).
-    pub(crate) tap_iterator: AtomicUsize,
+    /// The TAP iterator the engine last handed out (the seed keeps one per bucket), as a
+    /// pointer (NULL: none), so it keeps its provenance.
+    tap_iterator: AtomicPtr<()>,
     disconnect: Arc<DisconnectSlot>,
     /// The host's per-bucket stats object (`new_stats`), for `aggregate_stats`; given back when
     /// the engine is destroyed (nothing reads it after that: no call can enter any more).
@@ -206,7 +207,7 @@ fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, Str
         v1,
         path: path.to_owned(),
         tap_disabled: path.contains("default_engine"),
-        tap_iterator: AtomicUsize::new(0),
+        tap_iterator: AtomicPtr::new(ptr::null_mut()),
         disconnect,
         stats: AtomicPtr::new(host.new_stats()),
         topkeys: (topkeys > 0).then(|| TopKeys::new(topkeys)),
@@ -217,14 +218,15 @@ fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, Str
 /// The TAP iterator stored for a bucket, if any.
 pub(crate) fn tap_iterator(engine: &DlEngine) -> TAP_ITERATOR {
     // Acquire: pairs with the Release in `set_tap_iterator`.
-    let bits = engine.tap_iterator.load(Ordering::Acquire);
-    // SAFETY: 0 is None; any other value was stored from a non-NULL TAP_ITERATOR.
-    unsafe { std::mem::transmute::<usize, TAP_ITERATOR>(bits) }
+    let stored = engine.tap_iterator.load(Ordering::Acquire);
+    // SAFETY: NULL is None (the niche of the Option); any other value is the pointer of a
+    // TAP_ITERATOR function that `set_tap_iterator` stored, with its provenance.
+    unsafe { std::mem::transmute::<*mut (), TAP_ITERATOR>(stored) }
 }
 
 /// Stores the TAP iterator the engine handed out.
 pub(crate) fn set_tap_iterator(engine: &DlEngine, iterator: TAP_ITERATOR) {
-    let bits = iterator.map_or(0, |f| f as usize);
+    let stored = iterator.map_or(ptr::null_mut(), |f| f as *mut ());
     // Release: publishes the function pointer to the shim on another connection's thread.
-    engine.tap_iterator.store(bits, Ordering::Release);
+    engine.tap_iterator.store(stored, Ordering::Release);
 }

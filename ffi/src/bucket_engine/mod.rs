@@ -16,13 +16,14 @@ mod calls;
 mod config;
 mod conn;
 mod host;
+mod items;
 mod loader;
 mod stats;
 mod tap;
 
 use crate::abi::*;
 use crate::boundary::guard;
-use host::Host;
+use host::{Host, OwnedHost};
 use loader::DlEnv;
 use mcb_core::bucket::Registry;
 use std::ffi::{c_char, c_void};
@@ -34,7 +35,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 pub(crate) struct BucketEngine {
     v1: ENGINE_HANDLE_V1,
     info: engine_info,
-    host: &'static Host,
+    host: OwnedHost,
     /// Set by `initialize`, freed by `destroy`.
     running: AtomicPtr<Running>,
 }
@@ -87,7 +88,7 @@ pub(crate) fn instance() -> Option<&'static Running> {
 /// Logs a warning through the host's logger (when there is an instance).
 pub(crate) fn log_warning(message: &str) {
     match engine() {
-        Some(engine) => engine.host.log(EXTENSION_LOG_WARNING, message),
+        Some(engine) => engine.host.get().log(EXTENSION_LOG_WARNING, message),
         None => eprintln!("bucket_engine: {message}"),
     }
 }
@@ -95,7 +96,7 @@ pub(crate) fn log_warning(message: &str) {
 /// The server API the engines we load get (`GET_SERVER_API` for them).
 unsafe extern "C" fn engine_get_server_api() -> *mut SERVER_HANDLE_V1 {
     guard(ptr::null_mut(), || {
-        engine().map_or(ptr::null_mut(), |e| e.host.inner_server())
+        engine().map_or(ptr::null_mut(), |e| e.host.get().inner_server())
     })
 }
 
@@ -120,7 +121,7 @@ pub unsafe extern "C" fn create_instance(
             Some(engine) => engine,
             None => {
                 // SAFETY: the host's own get_server_api, and what it returns, per memcached.
-                let host = match unsafe { Host::adopt(get_server_api()) } {
+                let host = match unsafe { Host::adopt(get_server_api(), conn::hooks()) } {
                     Ok(host) => host,
                     Err(why) => {
                         eprintln!("bucket_engine: {why}");
@@ -137,9 +138,9 @@ pub unsafe extern "C" fn create_instance(
                 );
                 if installed.is_err() {
                     // SAFETY: ours and never published (the host calls this once, anyway).
-                    drop(unsafe { Box::from_raw(fresh) });
+                    let lost = unsafe { Box::from_raw(fresh) };
                     // SAFETY: the Host just adopted for it; nothing else has seen it.
-                    unsafe { Host::free(host) };
+                    unsafe { lost.host.free() };
                     return ENGINE_FAILED;
                 }
                 // SAFETY: just published; lives until `destroy`.
@@ -152,7 +153,7 @@ pub unsafe extern "C" fn create_instance(
     })
 }
 
-fn new_engine(host: &'static Host) -> BucketEngine {
+fn new_engine(host: OwnedHost) -> BucketEngine {
     BucketEngine {
         v1: ENGINE_HANDLE_V1 {
             interface: ENGINE_HANDLE { interface: 1 },
@@ -206,7 +207,7 @@ unsafe extern "C" fn initialize(
         let Some(engine) = engine() else {
             return ENGINE_FAILED;
         };
-        let host = engine.host;
+        let host = engine.host.get();
         if instance().is_some() {
             host.log(
                 EXTENSION_LOG_WARNING,
@@ -273,12 +274,12 @@ unsafe extern "C" fn destroy(_handle: *mut ENGINE_HANDLE, _force: bool) {
         if !running.is_null() {
             // SAFETY: made by Box::into_raw in `initialize`.
             let running = unsafe { Box::from_raw(running) };
+            // Items a host never gave back: no engine will be called again.
+            items::forget_orphans();
             running.registry.destroy();
         }
-        let host = engine.host;
-        drop(engine);
-        // SAFETY: the Host `Host::adopt` leaked for this instance; the engines handed its
-        // tables are destroyed.
-        unsafe { Host::free(host) };
+        // SAFETY: the engines handed the host's tables are destroyed and our state is gone;
+        // the host makes no call on an engine after its `destroy`.
+        unsafe { engine.host.free() };
     })
 }

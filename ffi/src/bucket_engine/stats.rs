@@ -35,7 +35,8 @@ pub(crate) unsafe extern "C" fn get_stats(
             }
             return ENGINE_SUCCESS;
         }
-        let Some(engine) = conn::enter(running, cookie, false) else {
+        // SAFETY: the host's cookie for this call.
+        let Some(engine) = (unsafe { conn::enter(running, cookie, false) }) else {
             return ENGINE_DISCONNECT;
         };
         if key == b"topkeys" {
@@ -66,7 +67,8 @@ pub(crate) unsafe extern "C" fn get_stats_struct(
     cookie: *const c_void,
 ) -> *mut c_void {
     guard(std::ptr::null_mut(), || {
-        proxied(cookie, true, std::ptr::null_mut(), |e| e.stats())
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, true, std::ptr::null_mut(), |e| e.stats()) }
     })
 }
 

@@ -2,8 +2,8 @@
 //! connection's bucket on every step before calling the engine's own iterator (the seed's
 //! design; disabled for buckets whose engine path names default_engine, as in the seed).
 
-use super::calls::proxied;
-use super::loader::{set_tap_iterator, tap_iterator};
+use super::calls::{handing_out, proxied};
+use super::loader::{set_tap_iterator, tap_iterator, DlEngine};
 use crate::abi::*;
 use crate::boundary::guard;
 use std::ffi::c_void;
@@ -27,7 +27,7 @@ pub(crate) unsafe extern "C" fn tap_notify(
     vbucket: u16,
 ) -> ENGINE_ERROR_CODE {
     guard(ENGINE_FAILED, || {
-        proxied(cookie, false, ENGINE_DISCONNECT, |e| {
+        let call = |e: &DlEngine| {
             match e.v1.tap_notify {
                 // SAFETY: the host's arguments, passed through unchanged.
                 Some(f) => unsafe {
@@ -52,7 +52,9 @@ pub(crate) unsafe extern "C" fn tap_notify(
                 },
                 None => ENGINE_ENOTSUP,
             }
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, false, ENGINE_DISCONNECT, call) }
     })
 }
 
@@ -66,7 +68,7 @@ pub(crate) unsafe extern "C" fn get_tap_iterator(
     nuserdata: usize,
 ) -> TAP_ITERATOR {
     guard(None, || {
-        proxied(cookie, false, None, |e| {
+        let call = |e: &DlEngine| {
             let f = e.v1.get_tap_iterator.filter(|_| !e.tap_disabled)?;
             // SAFETY: the host's arguments, passed through unchanged.
             let iterator = unsafe {
@@ -82,7 +84,9 @@ pub(crate) unsafe extern "C" fn get_tap_iterator(
             };
             set_tap_iterator(e, iterator);
             iterator.map(|_| shim as _)
-        })
+        };
+        // SAFETY: the host's cookie for this call.
+        unsafe { proxied(cookie, false, None, call) }
     })
 }
 
@@ -99,7 +103,7 @@ unsafe extern "C" fn shim(
     vbucket: *mut u16,
 ) -> tap_event_t {
     guard(TAP_DISCONNECT, || {
-        proxied(cookie, false, TAP_DISCONNECT, |e| match tap_iterator(e) {
+        let call = |e: &DlEngine| match tap_iterator(e) {
             // SAFETY: the iterator this bucket's engine handed out, with the host's arguments.
             Some(step) => unsafe {
                 step(
@@ -115,6 +119,15 @@ unsafe extern "C" fn shim(
                 )
             },
             None => TAP_DISCONNECT,
-        })
+        };
+        // memcached sends these events' items and releases them afterwards.
+        let handed = |event| {
+            matches!(
+                event,
+                TAP_MUTATION | TAP_DELETION | TAP_CHECKPOINT_START | TAP_CHECKPOINT_END
+            )
+        };
+        // SAFETY: the host's cookie and item out-parameter for this call.
+        unsafe { handing_out(cookie, item, TAP_DISCONNECT, handed, call) }
     })
 }

@@ -3,15 +3,20 @@
 //! An item crosses to the host as `Arc::into_raw` of an [`ItemRef`]: each `allocate` and each
 //! successful `get` hands out one reference, which the host gives back with `release`.
 
-use super::store as store_of;
+use super::bytes::HostBytes;
+use super::{store as store_of, Store};
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire;
-use mcb_core::store::{Error, Item, ItemRef, Store, StoreOp, KEY_MAX};
+use mcb_core::store::{Error, StoreOp, KEY_MAX};
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::Arc;
+
+/// An item of our store, and a counted reference to one.
+type Item = mcb_core::store::Item<HostBytes>;
+type ItemRef = mcb_core::store::ItemRef<HostBytes>;
 
 /// memcached's code for a store error.
 fn code(e: &Error) -> ENGINE_ERROR_CODE {
@@ -66,18 +71,15 @@ unsafe fn shared(item: *const item) -> ItemRef {
     ItemRef::clone(&held)
 }
 
-/// Runs `call` with the handle's store; ENGINE_FAILED for a handle not yet initialised (or
-/// NULL), and for a panic.
+/// Runs `call` with a handle's store (see [`store_of`]); ENGINE_FAILED for a handle not yet
+/// initialised (or NULL), and for a panic.
 fn with_store(
-    handle: *mut ENGINE_HANDLE,
+    store: Option<&Store>,
     call: impl FnOnce(&Store) -> ENGINE_ERROR_CODE,
 ) -> ENGINE_ERROR_CODE {
-    guard(ENGINE_FAILED, || {
-        // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
-        match unsafe { store_of(handle) } {
-            Some(store) => call(store),
-            None => ENGINE_FAILED,
-        }
+    guard(ENGINE_FAILED, || match store {
+        Some(store) => call(store),
+        None => ENGINE_FAILED,
     })
 }
 
@@ -91,7 +93,8 @@ pub(crate) unsafe extern "C" fn allocate(
     flags: c_int,
     exptime: rel_time_t,
 ) -> ENGINE_ERROR_CODE {
-    with_store(handle, |store| {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         // SAFETY: the host passes `nkey` bytes at `key_ptr`.
         let (Some(key), false) = (unsafe { key(key_ptr, nkey) }, out.is_null()) else {
             return ENGINE_EINVAL;
@@ -114,14 +117,21 @@ type Cas = *mut u64;
 type Cas = u64;
 
 /// The expected CAS of a remove (0: any).
+///
+/// # Safety
+/// `cas` is NULL or points at a readable `uint64_t` (the host's argument).
 #[cfg(not(feature = "engine-pu"))]
-fn expected(cas: Cas) -> u64 {
-    // SAFETY: the host passes NULL or a readable `uint64_t`.
+unsafe fn expected(cas: Cas) -> u64 {
+    // SAFETY: the caller's contract.
     unsafe { cas.as_ref() }.copied().unwrap_or(0)
 }
 
+/// The expected CAS of a remove (0: any): engine-pu passes it by value.
+///
+/// # Safety
+/// None needed; `unsafe` only so that both forms are called alike.
 #[cfg(feature = "engine-pu")]
-fn expected(cas: Cas) -> u64 {
+unsafe fn expected(cas: Cas) -> u64 {
     cas
 }
 
@@ -133,12 +143,14 @@ pub(crate) unsafe extern "C" fn remove(
     cas: Cas,
     _vbucket: u16,
 ) -> ENGINE_ERROR_CODE {
-    with_store(handle, |store| {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         // SAFETY: the host passes `nkey` bytes at `key_ptr`.
         let Some(key) = (unsafe { key(key_ptr, nkey) }) else {
             return ENGINE_EINVAL;
         };
-        result_code(&store.remove(key, expected(cas)))
+        // SAFETY: the host's CAS argument for this call.
+        result_code(&store.remove(key, unsafe { expected(cas) }))
     })
 }
 
@@ -163,7 +175,8 @@ pub(crate) unsafe extern "C" fn get(
     nkey: c_int,
     _vbucket: u16,
 ) -> ENGINE_ERROR_CODE {
-    with_store(handle, |store| {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         let Ok(nkey) = usize::try_from(nkey) else {
             return ENGINE_EINVAL;
         };
@@ -171,14 +184,14 @@ pub(crate) unsafe extern "C" fn get(
         let (Some(key), false) = (unsafe { key(key_ptr, nkey) }, out.is_null()) else {
             return ENGINE_EINVAL;
         };
-        match store.get(key) {
-            Some(item) => {
-                // SAFETY: checked non-NULL; the host's out-parameter.
-                unsafe { *out = to_host(item) };
-                ENGINE_SUCCESS
-            }
-            None => ENGINE_KEY_ENOENT,
-        }
+        // A miss writes NULL, as memcached's default engine does (engine tests check it).
+        let (found, rc) = match store.get(key) {
+            Some(item) => (to_host(item), ENGINE_SUCCESS),
+            None => (ptr::null_mut(), ENGINE_KEY_ENOENT),
+        };
+        // SAFETY: checked non-NULL; the host's out-parameter.
+        unsafe { *out = found };
+        rc
     })
 }
 
@@ -190,7 +203,8 @@ pub(crate) unsafe extern "C" fn store(
     operation: ENGINE_STORE_OPERATION,
     _vbucket: u16,
 ) -> ENGINE_ERROR_CODE {
-    with_store(handle, |store| {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         let op = match operation {
             OPERATION_ADD => StoreOp::Add,
             OPERATION_SET => StoreOp::Set,
@@ -232,7 +246,8 @@ pub(crate) unsafe extern "C" fn arithmetic(
     result: *mut u64,
     _vbucket: u16,
 ) -> ENGINE_ERROR_CODE {
-    with_store(handle, |store| {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         let Ok(nkey) = usize::try_from(nkey) else {
             return ENGINE_EINVAL;
         };
@@ -267,7 +282,8 @@ pub(crate) unsafe extern "C" fn flush(
     _cookie: *const c_void,
     when: libc::time_t,
 ) -> ENGINE_ERROR_CODE {
-    with_store(handle, |store| {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         if when < 0 {
             return ENGINE_EINVAL;
         }
@@ -290,7 +306,8 @@ pub(crate) unsafe extern "C" fn get_stats(
     nkey: c_int,
     add_stat: ADD_STAT,
 ) -> ENGINE_ERROR_CODE {
-    with_store(handle, |store| {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         if add_stat.is_none() {
             return ENGINE_EINVAL;
         }
@@ -327,7 +344,8 @@ pub(crate) unsafe extern "C" fn get_stats(
 }
 
 pub(crate) unsafe extern "C" fn reset_stats(handle: *mut ENGINE_HANDLE, _cookie: *const c_void) {
-    with_store(handle, |store| {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         store.reset_stats();
         ENGINE_SUCCESS
     });
@@ -350,15 +368,18 @@ pub(crate) unsafe extern "C" fn aggregate_stats(
     ENGINE_ENOTSUP
 }
 
-/// Touch (0x1c), get-and-touch (0x1d) and its quiet form (0x1e), answered through `response`
-/// as memcached's default engine answers them; other opcodes are not supported.
+/// Answered through `response` as memcached's default engine answers them: SCRUB (0xf0) takes
+/// back every expired item now and answers SUCCESS; touch (0x1c), get-and-touch (0x1d) and its
+/// quiet form (0x1e); any other opcode gets UNKNOWN_COMMAND (and the call returns
+/// ENGINE_SUCCESS: the answer was sent).
 pub(crate) unsafe extern "C" fn unknown_command(
     handle: *mut ENGINE_HANDLE,
     cookie: *const c_void,
     req: *mut protocol_binary_request_header,
     response: ADD_RESPONSE,
 ) -> ENGINE_ERROR_CODE {
-    with_store(handle, |store| {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         if response.is_none() || req.is_null() {
             return ENGINE_EINVAL;
         }
@@ -367,15 +388,19 @@ pub(crate) unsafe extern "C" fn unknown_command(
             return ENGINE_EINVAL;
         };
         let opcode = request.opcode;
-        if !matches!(
-            opcode,
-            PROTOCOL_BINARY_CMD_TOUCH | PROTOCOL_BINARY_CMD_GAT | PROTOCOL_BINARY_CMD_GATQ
-        ) {
-            return ENGINE_ENOTSUP;
-        }
         let send = |ext: &[u8], body: &[u8], status: u16, cas: u64| {
             wire::respond(response, cookie, status, ext, body, cas)
         };
+        match opcode {
+            PROTOCOL_BINARY_CMD_TOUCH | PROTOCOL_BINARY_CMD_GAT | PROTOCOL_BINARY_CMD_GATQ => {}
+            PROTOCOL_BINARY_CMD_SCRUB => {
+                // memcached's scrubber runs in the background and answers EBUSY while one
+                // runs; ours is done when the call returns, so it is never busy.
+                store.scrub();
+                return send(&[], &[], PROTOCOL_BINARY_RESPONSE_SUCCESS, 0);
+            }
+            _ => return send(&[], &[], PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND, 0),
+        }
         let (Ok(expiration), false) = (
             <[u8; 4]>::try_from(request.extras),
             request.key.is_empty() || request.key.len() > KEY_MAX,
@@ -483,7 +508,8 @@ pub(crate) unsafe extern "C" fn get_item_info(
         info.nvalue = 1;
         info.key = item.key().as_ptr().cast();
         info.value[0] = iovec {
-            iov_base: item.value_ptr().cast(),
+            // Writable by the host between `allocate` and `store` (see `HostBytes`).
+            iov_base: item.storage().ptr_at(item.key().len()).cast(),
             iov_len: item.value().len(),
         };
         true

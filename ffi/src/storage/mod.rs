@@ -13,17 +13,21 @@
 //! Every entry point accepts a NULL cookie (memcached's engine test harness passes one) and
 //! runs inside [`guard`]: no panic reaches the host.
 
+mod bytes;
 mod calls;
 mod config;
 mod host;
 
 use crate::abi::*;
 use crate::boundary::guard;
+use bytes::HostBytes;
 use host::HostApi;
-use mcb_core::store::Store;
 use std::ffi::c_char;
 use std::ptr;
 use std::sync::OnceLock;
+
+/// The store, its items' bytes writable by the host between `allocate` and `store`.
+type Store = mcb_core::store::Store<HostBytes>;
 
 /// One engine instance: the handle memcached holds (its first field) and our state.
 #[repr(C)]
@@ -170,7 +174,7 @@ unsafe extern "C" fn initialize(
                 return ENGINE_FAILED;
             }
         };
-        match Store::new(settings, Box::new(engine.host.clock())) {
+        match Store::with_bytes(settings, Box::new(engine.host.clock())) {
             Ok(store) => match engine.store.set(store) {
                 Ok(()) => ENGINE_SUCCESS,
                 Err(_) => ENGINE_FAILED,

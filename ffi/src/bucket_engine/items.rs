@@ -1,0 +1,90 @@
+//! Which engine each item handed out belongs to.
+//!
+//! `allocate` and `get` hand the host items of the connection's bucket's engine, and the host
+//! later gives each back (`release`) and reads or stamps it (`get_item_info`, `item_set_cas`)
+//! on the same cookie. Those calls must reach the engine that made the item, whichever bucket
+//! the connection is attached to by then (the default bucket, another one after SELECT, none
+//! after its bucket was deleted), and that engine must still exist. So each item handed out on
+//! a connection keeps a [`Hold`] on its bucket, recorded in the connection's [`ItemHolds`]
+//! until its release: the engine is destroyed only after the last of its items came back,
+//! even when its bucket was deleted while a SET's value was still arriving.
+//!
+//! A connection's list is reused, so the call path allocates nothing once it has held as many
+//! items at once as it ever will. Items still held when a connection's state is freed (a host
+//! that fires ON_DISCONNECT before releasing them) move to one process-wide list.
+
+use super::loader::{DlEngine, DlEnv};
+use crate::abi::item;
+use mcb_core::bucket::Hold;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Items held, each with the hold on the bucket whose engine made it.
+#[derive(Default)]
+pub(crate) struct ItemHolds(Mutex<Vec<(usize, Hold<DlEnv>)>>);
+
+impl ItemHolds {
+    const fn new() -> Self {
+        Self(Mutex::new(Vec::new()))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<(usize, Hold<DlEnv>)>> {
+        // A panic while locked (a bug of ours, caught at the boundary) leaves a usable list.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that `item` came from the engine `hold` keeps.
+    pub(crate) fn add(&self, item: *mut item, hold: Hold<DlEnv>) {
+        self.lock().push((item as usize, hold));
+    }
+
+    /// Runs `call` with the engine that made `item`, if it is recorded here.
+    pub(crate) fn with<T>(
+        &self,
+        item: *const item,
+        call: impl FnOnce(&DlEngine) -> T,
+    ) -> Option<T> {
+        let held = self.lock();
+        let (_, hold) = held.iter().find(|(i, _)| *i == item as usize)?;
+        Some(call(hold.engine()))
+    }
+
+    /// Takes `item`'s record out, if it is here: the caller releases the item to
+    /// `hold.engine()`, then drops the hold.
+    pub(crate) fn take(&self, item: *const item) -> Option<Hold<DlEnv>> {
+        let mut held = self.lock();
+        let at = held.iter().position(|(i, _)| *i == item as usize)?;
+        Some(held.swap_remove(at).1)
+    }
+
+    /// Moves every record to the process-wide list (the connection's state is being freed).
+    pub(crate) fn orphan(&self) {
+        let mut held = self.lock();
+        if held.is_empty() {
+            return;
+        }
+        let mut orphans = ORPHANS.lock();
+        // Relaxed: a hint that lets `orphans()` skip the lock; the list itself is under it.
+        ORPHAN_COUNT.fetch_add(held.len(), Ordering::Relaxed);
+        orphans.append(&mut held);
+    }
+}
+
+/// Items of connections whose state is gone (see the module docs).
+static ORPHANS: ItemHolds = ItemHolds::new();
+/// How many records `ORPHANS` has held in all, never decreased: zero means it was never used,
+/// so a stateless call need not take its lock.
+static ORPHAN_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// The process-wide list, when it has ever been used.
+pub(crate) fn orphans() -> Option<&'static ItemHolds> {
+    // Relaxed: a record added before the host's release of that item is ordered before it by
+    // the host's own synchronisation of the connection (the same cookie's calls).
+    (ORPHAN_COUNT.load(Ordering::Relaxed) > 0).then_some(&ORPHANS)
+}
+
+/// Drops every orphaned record (global destroy: no engine will be called again).
+pub(crate) fn forget_orphans() {
+    let drained = std::mem::take(&mut *ORPHANS.lock());
+    drop(drained);
+}
