@@ -1,5 +1,5 @@
 //! Connections as engines see them: a cookie is a pointer to a [`Conn`] inside an `Arc`. The
-//! connection's thread holds one reference; each `reserve` takes another, so a closed
+//! connection's worker holds one reference; each `reserve` takes another, so a closed
 //! connection's cookie stays valid until the engine releases it. Here too: the cookie API
 //! (socket fd, auth data, the engine-specific slot, `notify_io_complete`, reserve/release) and
 //! the two callbacks through which engines answer (`ADD_RESPONSE`, `ADD_STAT`).
@@ -11,7 +11,7 @@ use mcb_abi::abi::*;
 use mcb_abi::boundary::guard;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// The SASL identity of a connection; the pointers `get_auth_data` hands out point into it.
 #[derive(Debug, Default)]
@@ -26,9 +26,10 @@ pub struct Conn {
     fd: c_int,
     engine_specific: AtomicPtr<c_void>,
     auth: Mutex<Auth>,
-    /// The status of a `notify_io_complete` not yet consumed by [`Conn::wait_io`].
+    /// The status of a `notify_io_complete` not yet consumed by [`Conn::take_io`].
     io: Mutex<Option<ENGINE_ERROR_CODE>>,
-    io_cond: Condvar,
+    /// Who to wake when the engine notifies: the connection's worker.
+    wake: Wake,
     /// Reservations the engine holds (each also holds a strong count of the `Arc`).
     reserved: AtomicUsize,
     sink: Mutex<Sink>,
@@ -38,14 +39,57 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A worker's mailbox for `notify_io_complete`: the tokens of its connections the engine
+/// completed, and the waker of its event loop. Any thread may post.
+#[derive(Debug)]
+pub struct Mailbox {
+    waker: mio::Waker,
+    woken: Mutex<Vec<usize>>,
+}
+
+impl Mailbox {
+    pub fn new(waker: mio::Waker) -> Mailbox {
+        Mailbox {
+            waker,
+            woken: Mutex::default(),
+        }
+    }
+
+    /// Queues `token` and wakes the loop (once per batch: a non-empty queue is already woken).
+    pub fn post(&self, token: usize) {
+        let first = {
+            let mut woken = lock(&self.woken);
+            woken.push(token);
+            woken.len() == 1
+        };
+        if first {
+            if let Err(e) = self.waker.wake() {
+                log(EXTENSION_LOG_WARNING, &format!("cannot wake a worker: {e}"));
+            }
+        }
+    }
+
+    /// The tokens posted since the last call.
+    pub fn take(&self) -> Vec<usize> {
+        std::mem::take(&mut *lock(&self.woken))
+    }
+}
+
+/// Where a connection's completions go: its worker's mailbox, under its token.
+#[derive(Debug, Clone)]
+pub struct Wake {
+    pub mailbox: Arc<Mailbox>,
+    pub token: usize,
+}
+
 impl Conn {
-    pub fn new(fd: c_int) -> Arc<Conn> {
+    pub fn new(fd: c_int, wake: Wake) -> Arc<Conn> {
         Arc::new(Conn {
             fd,
             engine_specific: AtomicPtr::new(std::ptr::null_mut()),
             auth: Mutex::default(),
             io: Mutex::new(None),
-            io_cond: Condvar::new(),
+            wake,
             reserved: AtomicUsize::new(0),
             sink: Mutex::default(),
         })
@@ -78,18 +122,20 @@ impl Conn {
         lock(&self.auth).user.is_some()
     }
 
-    /// Parks the connection until the engine calls `notify_io_complete`; returns its status.
-    pub fn wait_io(&self) -> ENGINE_ERROR_CODE {
-        let mut io = lock(&self.io);
-        loop {
-            if let Some(status) = io.take() {
-                return status;
-            }
-            io = self
-                .io_cond
-                .wait(io)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+    /// Forgets the SASL identity (a failed authentication step), as memcached does.
+    pub fn deauthenticate(&self) {
+        *lock(&self.auth) = Auth::default();
+    }
+
+    /// The user this connection authenticated as.
+    pub fn user(&self) -> Option<String> {
+        let auth = lock(&self.auth);
+        auth.user.as_ref().map(|u| u.to_string_lossy().into_owned())
+    }
+
+    /// The status of a `notify_io_complete` not yet consumed, if any.
+    pub fn take_io(&self) -> Option<ENGINE_ERROR_CODE> {
+        lock(&self.io).take()
     }
 }
 
@@ -165,7 +211,7 @@ unsafe extern "C" fn notify_io_complete(cookie: *const c_void, status: ENGINE_ER
             return;
         };
         *lock(&c.io) = Some(status);
-        c.io_cond.notify_all();
+        c.wake.mailbox.post(c.wake.token);
     })
 }
 

@@ -105,15 +105,19 @@ impl Info<'_> {
 
     /// The value, in the engine's pieces.
     pub fn value(&self) -> impl Iterator<Item = &[u8]> + Clone {
-        self.pieces().map(|p| {
-            if p.iov_len == 0 {
-                return &[][..];
-            }
-            // SAFETY: `Item::info` checked that a non-empty piece has a base; the engine's item
-            // (borrowed by `self`) keeps it readable until it is released.
-            unsafe { std::slice::from_raw_parts(p.iov_base.cast::<u8>(), p.iov_len) }
-        })
+        self.pieces().map(piece)
     }
+}
+
+/// One checked piece of an item's value.
+fn piece(p: &iovec) -> &[u8] {
+    if p.iov_len == 0 {
+        return &[];
+    }
+    // SAFETY: `Item::info` checked that a non-empty piece has a base; the engine's item
+    // (borrowed, through an `Info` or a `Value`, as long as `p` is) keeps it readable until it
+    // is released.
+    unsafe { std::slice::from_raw_parts(p.iov_base.cast::<u8>(), p.iov_len) }
 }
 
 impl Item<'_> {
@@ -204,6 +208,70 @@ impl Item<'_> {
             }),
         )
     }
+}
+
+/// An item held for its value: the reference and its checked info together, so that a reply
+/// can be written out from the engine's memory as the socket accepts it (the item is released
+/// when the last byte is out).
+#[derive(Debug)]
+pub struct Value<'e> {
+    raw: item_info_iov<{ IOVS - 1 }>,
+    _item: Item<'e>,
+}
+
+impl<'e> Value<'e> {
+    /// The item's value; `None` when `get_item_info` fails or answers something inconsistent.
+    pub fn of(item: Item<'e>) -> Option<Value<'e>> {
+        let raw = item.info()?.raw;
+        Some(Value { raw, _item: item })
+    }
+
+    /// The value's info (flags, CAS, size).
+    pub fn info(&self) -> Info<'_> {
+        Info {
+            raw: self.raw,
+            _item: std::marker::PhantomData,
+        }
+    }
+
+    /// The value's size in bytes.
+    pub fn len(&self) -> usize {
+        self.raw.info.nbytes as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value, in the engine's pieces, borrowing the held item.
+    pub fn value(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        let n = usize::from(self.raw.info.nvalue);
+        std::iter::once(&self.raw.info.value[0])
+            .chain(self.raw.more.iter())
+            .take(n)
+            .map(piece)
+    }
+}
+
+/// Copies `input` into a fresh item's value from byte `at` on, as far as either reaches; how
+/// many bytes it copied (0 for an item whose value cannot be written).
+pub fn copy_into(item: &mut Item<'_>, at: usize, mut input: &[u8]) -> usize {
+    let Some(pieces) = item.value_mut() else {
+        return 0;
+    };
+    let (mut skip, mut copied) = (at, 0);
+    for piece in pieces {
+        if skip >= piece.len() {
+            skip -= piece.len();
+            continue;
+        }
+        let n = (piece.len() - skip).min(input.len());
+        piece[skip..skip + n].copy_from_slice(&input[..n]);
+        input = &input[n..];
+        copied += n;
+        skip = 0;
+    }
+    copied
 }
 
 /// The store operations, as the protocols name them.
@@ -384,6 +452,13 @@ impl Engine {
         let f = self.v1.reset_stats.expect("checked at load");
         // SAFETY: the engine's handle and our cookie.
         unsafe { f(self.handle, cookie) }
+    }
+
+    /// `destroy`: the engine's last call, once every worker has stopped.
+    pub fn destroy(&self) {
+        let f = self.v1.destroy.expect("checked by engine_lib");
+        // SAFETY: the engine's own handle, destroyed once; no connection calls it any more.
+        unsafe { f(self.handle, false) }
     }
 
     /// Any other binary command, answering through [`crate::conn::add_response`].

@@ -3,7 +3,8 @@
 //!
 //! It loads an engine exactly as memcached's engine branch does (see [`engine`]), hands it the
 //! server API ([`api`], [`conn`], [`config`]), and serves the binary ([`binary`]) and ASCII
-//! ([`ascii`]) protocols over TCP ([`server`]), with SASL PLAIN ([`sasl`]). Without `-E` it
+//! ([`ascii`]) protocols over TCP or a unix socket ([`server`]: a listener and `-t` event-loop
+//! [`worker`]s), with SASL PLAIN ([`sasl`]) and per-tenant counters ([`counters`]). Without `-E` it
 //! runs our bucket engine: the `libbucket_engine.so` built with it ([`options::DEFAULT_ENGINE`]).
 
 pub mod api;
@@ -12,9 +13,11 @@ pub mod binary;
 pub mod codec;
 pub mod config;
 pub mod conn;
+pub mod counters;
 pub mod engine;
 pub mod io;
 pub mod options;
 pub mod sasl;
 pub mod server;
 pub mod session;
+pub mod worker;
