@@ -67,7 +67,11 @@ pub enum Pending {
     Idle,
     /// A get whose line is the first `end` buffered bytes (consumed when it ends), served up
     /// to byte `next` of the line.
-    Get { end: usize, next: usize, with_cas: bool },
+    Get {
+        end: usize,
+        next: usize,
+        with_cas: bool,
+    },
     /// A storage command's data arriving into its item.
     Data(Box<Fill>),
     /// A storage command with all its data, to store.
@@ -362,8 +366,15 @@ fn allocate(s: &mut Session, p: &mut Pending, end: usize, op: StoreOp) -> Step {
         }
     };
     let exptime = to_rel_time(line.exptime);
-    let allocated = peer
-        .retry(|| engine.allocate(peer.cookie, tokens[1], line.bytes, line.flags.to_be(), exptime));
+    let allocated = peer.retry(|| {
+        engine.allocate(
+            peer.cookie,
+            tokens[1],
+            line.bytes,
+            line.flags.to_be(),
+            exptime,
+        )
+    });
     if matches!(allocated, Err(ENGINE_EWOULDBLOCK)) {
         peer.take_parked();
         return Step::Parked;

@@ -445,8 +445,14 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
 /// GET, GETQ, GETK, GETKQ: a hit's large value is held in the output, not copied.
 fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
     let h = &req.h;
-    let quiet = matches!(h.opcode, PROTOCOL_BINARY_CMD_GETQ | PROTOCOL_BINARY_CMD_GETKQ);
-    let with_key = matches!(h.opcode, PROTOCOL_BINARY_CMD_GETK | PROTOCOL_BINARY_CMD_GETKQ);
+    let quiet = matches!(
+        h.opcode,
+        PROTOCOL_BINARY_CMD_GETQ | PROTOCOL_BINARY_CMD_GETKQ
+    );
+    let with_key = matches!(
+        h.opcode,
+        PROTOCOL_BINARY_CMD_GETK | PROTOCOL_BINARY_CMD_GETKQ
+    );
     let out = output.tail();
     if !req.extras.is_empty() || req.key.is_empty() || !req.value.is_empty() {
         status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);

@@ -158,7 +158,11 @@ mod tests {
         a.reset();
         assert_eq!(a.snapshot()[Stat::CmdGet as usize], 0);
         assert_eq!(b.snapshot()[Stat::CmdSet as usize], 1);
-        assert_eq!(r.snapshot()[Stat::CmdGet as usize], 2, "a tenant's reset is its own");
+        assert_eq!(
+            r.snapshot()[Stat::CmdGet as usize],
+            2,
+            "a tenant's reset is its own"
+        );
         r.reset();
         assert_eq!(r.snapshot(), [0; 7]);
         assert_eq!(b.snapshot()[Stat::CmdSet as usize], 1, "so is the server's");

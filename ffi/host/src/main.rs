@@ -5,9 +5,11 @@
 //! 1 when the engine, the password file or the listening socket fails, 2 for a bad command
 //! line.
 
+use mcb_abi::abi::EXTENSION_LOG_INFO;
 use mcb_host::api;
-use mcb_host::options::{self, Options, Parsed};
+use mcb_host::api::extension::log;
 use mcb_host::counters::Registry;
+use mcb_host::options::{self, Options, Parsed};
 use mcb_host::server::Listener;
 use mcb_host::{engine, sasl, server, session};
 use std::ffi::CString;
@@ -78,7 +80,9 @@ fn start(options: Options) -> Result<(), String> {
         config: settings(&options),
     });
     if options.require_sasl && options.sasl_pwdb.is_none() {
-        return Err("-S requires a SASL password file (--sasl-pwdb PATH or $MEMCACHED_SASL_PWDB)".into());
+        return Err(
+            "-S requires a SASL password file (--sasl-pwdb PATH or $MEMCACHED_SASL_PWDB)".into(),
+        );
     }
     let pwdb = options
         .sasl_pwdb
@@ -106,5 +110,6 @@ fn start(options: Options) -> Result<(), String> {
     }));
     server::run(listener, ctx).map_err(|e| format!("serving failed: {e}"))?;
     engine.destroy();
+    log(EXTENSION_LOG_INFO, "stopped: the engine is destroyed");
     Ok(())
 }

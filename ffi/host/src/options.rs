@@ -159,7 +159,17 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
         };
         if !matches!(
             flag,
-            "-p" | "-l" | "-t" | "-c" | "-E" | "-e" | "-s" | "-R" | "-b" | "-B" | "-o" | "--sasl-pwdb"
+            "-p" | "-l"
+                | "-t"
+                | "-c"
+                | "-E"
+                | "-e"
+                | "-s"
+                | "-R"
+                | "-b"
+                | "-B"
+                | "-o"
+                | "--sasl-pwdb"
         ) {
             return Err(format!("unknown option {arg:?}"));
         }

@@ -110,6 +110,10 @@ mod tests {
         assert_eq!(db.plain(b"\0carol\0secret"), None);
         assert_eq!(db.plain(b"\0broken\0"), None);
         assert_eq!(db.plain(b"alice"), None);
-        assert_eq!(db.plain(b"bob\0alice\0secret"), None, "authzid is not authcid");
+        assert_eq!(
+            db.plain(b"bob\0alice\0secret"),
+            None,
+            "authzid is not authcid"
+        );
     }
 }

@@ -216,7 +216,10 @@ impl Worker {
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
-                    log(EXTENSION_LOG_WARNING, &format!("a worker's poll failed: {e}"));
+                    log(
+                        EXTENSION_LOG_WARNING,
+                        &format!("a worker's poll failed: {e}"),
+                    );
                     break;
                 }
             }
@@ -268,11 +271,11 @@ impl Worker {
     fn accept_new(&mut self) {
         while let Ok(mut stream) = self.incoming.try_recv() {
             let token = self.free.pop().unwrap_or(self.clients.len());
-            if let Err(e) = self.poll.registry().register(
-                stream.source(),
-                Token(token),
-                Interest::READABLE,
-            ) {
+            if let Err(e) =
+                self.poll
+                    .registry()
+                    .register(stream.source(), Token(token), Interest::READABLE)
+            {
                 log(
                     EXTENSION_LOG_WARNING,
                     &format!("cannot watch a connection: {e}"),
