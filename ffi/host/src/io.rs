@@ -25,6 +25,9 @@ pub struct Input {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// The last read returned less than it had room for: the socket was empty then, and
+    /// (edge-triggered) the next byte to arrive brings a new event.
+    drained: bool,
 }
 
 impl Input {
@@ -43,6 +46,12 @@ impl Input {
                 self.buf = Vec::new();
             }
         }
+    }
+
+    /// Whether the socket had nothing more at the last read (and was not read since a step
+    /// consumed what it brought): reading again would only say it would block.
+    pub fn take_drained(&mut self) -> bool {
+        std::mem::take(&mut self.drained)
     }
 
     /// Gives the buffer back if nothing is buffered (an idle connection).
@@ -66,13 +75,18 @@ impl Input {
             }
         }
         loop {
+            let room = self.buf.len() - self.end;
             match r.read(&mut self.buf[self.end..]) {
                 Ok(n) => {
                     self.end += n;
+                    self.drained = n < room;
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    self.drained = false;
+                    return Err(e);
+                }
             }
         }
     }

@@ -97,6 +97,7 @@ fn start(options: Options) -> Result<(), String> {
         options.unix_socket.as_deref(),
         options.backlog,
     )?;
+    let signals = server::catch_signals().map_err(|e| format!("cannot catch signals: {e}"))?;
     // Tests and scripts wait for this line to learn the port.
     println!("mcb-memcached listening on {}", listener.describe());
     let ctx = Box::leak(Box::new(session::Ctx {
@@ -108,7 +109,7 @@ fn start(options: Options) -> Result<(), String> {
         connections: session::Connections::default(),
         started: std::time::Instant::now(),
     }));
-    server::run(listener, ctx).map_err(|e| format!("serving failed: {e}"))?;
+    server::run(listener, signals, ctx).map_err(|e| format!("serving failed: {e}"))?;
     engine.destroy();
     log(EXTENSION_LOG_INFO, "stopped: the engine is destroyed");
     Ok(())

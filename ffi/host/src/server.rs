@@ -122,8 +122,13 @@ extern "C" fn on_signal(_: libc::c_int) {
     }
 }
 
-/// Routes SIGTERM and SIGINT to the returned stream (the listener watches it).
-fn catch_signals() -> io::Result<mio::net::UnixStream> {
+/// Where SIGTERM and SIGINT arrive once [`catch_signals`] ran: the listener watches it.
+#[derive(Debug)]
+pub struct Signals(mio::net::UnixStream);
+
+/// Routes SIGTERM and SIGINT to the returned [`Signals`]; before the server says it listens,
+/// so that a signal from then on stops it gracefully.
+pub fn catch_signals() -> io::Result<Signals> {
     let (read, write) = UnixStream::pair()?;
     read.set_nonblocking(true)?;
     write.set_nonblocking(true)?;
@@ -137,14 +142,17 @@ fn catch_signals() -> io::Result<mio::net::UnixStream> {
             return Err(io::Error::last_os_error());
         }
     }
-    Ok(mio::net::UnixStream::from_std(read))
+    Ok(Signals(mio::net::UnixStream::from_std(read)))
 }
 
 /// Serves until a signal or an engine asks for shutdown; the workers have stopped when it
 /// returns.
-pub fn run(mut listener: Listener, ctx: &'static Ctx) -> io::Result<()> {
+pub fn run(
+    mut listener: Listener,
+    Signals(mut signals): Signals,
+    ctx: &'static Ctx,
+) -> io::Result<()> {
     server_core::set_listener(listener.fd());
-    let mut signals = catch_signals()?;
     let mut poll = Poll::new()?;
     poll.registry()
         .register(listener.source(), LISTENER, Interest::READABLE)?;

@@ -241,7 +241,10 @@ impl Worker {
             }
             // Acquire: pairs with the Release in `Handle::stop`.
             if stopping.is_none() && self.stop.load(Ordering::Acquire) {
+                // Poll once more before judging who is idle: what clients sent before the
+                // stop may not have been among this round's events.
                 stopping = Some(Instant::now());
+                continue;
             }
             if let Some(since) = stopping {
                 let all = since.elapsed() > DRAIN;
@@ -444,16 +447,24 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
                 }
             }
             Step::More => {}
-            Step::NeedInput => match s.input.read_from(&mut c.stream) {
-                Ok(0) => c.closing = true,
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    s.out.write_to(&mut c.stream)?;
-                    s.input.release_if_empty();
-                    return Ok(Wait::Socket);
+            Step::NeedInput => {
+                let read = if s.input.take_drained() {
+                    // A short read emptied the socket: skip the read that would block.
+                    Err(io::ErrorKind::WouldBlock.into())
+                } else {
+                    s.input.read_from(&mut c.stream)
+                };
+                match read {
+                    Ok(0) => c.closing = true,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        s.out.write_to(&mut c.stream)?;
+                        s.input.release_if_empty();
+                        return Ok(Wait::Socket);
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
-            },
+            }
             Step::Parked => {
                 if let Some(status) = s.peer.conn.take_io() {
                     // Notified already (perhaps during the call itself).

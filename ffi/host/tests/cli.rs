@@ -110,23 +110,37 @@ fn sigterm_finishes_requests_in_flight_destroys_the_engine_and_exits_0() {
     let mut s = Server::spawn(&["-E", engine, "-v"], &[], std::process::Stdio::piped());
     let mut parked = s.binary();
     let mut other = s.binary();
+    // In flight at the signal: a parked request, and a SET whose value is half sent.
     parked.send(&packet(0xe1, &[], &[], b"wait", 0));
     other.wait_for_stat("async_pending", "1");
+    let mut extras = 0u32.to_be_bytes().to_vec();
+    extras.extend_from_slice(&0u32.to_be_bytes());
+    let set = packet(SET, &extras, b"k", b"0123456789", 0);
+    other.send(&set[..set.len() - 5]);
     s.signal(libc::SIGTERM);
-    // The parked request still completes, and the open connection is still served.
-    assert_eq!(other.call(0xe2, &[], &[], &[], 0).status, SUCCESS);
+    // Once the listener is gone, the rest of the SET and the GATE that completes the parked
+    // request arrive: both requests are answered.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while std::net::TcpStream::connect(("127.0.0.1", s.port)).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "still accepting");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut rest = set[set.len() - 5..].to_vec();
+    rest.extend_from_slice(&packet(0xe2, &[], &[], &[], 0));
+    other.send(&rest);
+    assert_eq!(other.recv().status, SUCCESS, "the SET");
+    assert_eq!(other.recv().status, SUCCESS, "the GATE");
     let done = parked.recv();
     assert_eq!(
         (done.opcode, done.value.as_slice()),
         (0xe1, &b"async done"[..])
     );
-    drop((parked, other));
+    // Then the idle connections are closed, the engine destroyed, and the status is 0.
+    assert!(other.try_recv().is_none());
     assert_eq!(s.wait(), Some(0));
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut s.take_stderr().unwrap(), &mut stderr).unwrap();
     assert!(stderr.contains("the engine is destroyed"), "{stderr}");
-    // No longer listening.
-    assert!(std::net::TcpStream::connect(("127.0.0.1", s.port)).is_err());
 }
 
 #[test]
