@@ -113,15 +113,13 @@ pub fn step(s: &mut Session, p: &mut Pending) -> Step {
         } => get(s, p, end, next, with_cas),
         Pending::Data(fill) => data(s, p, fill),
         Pending::Store(fill) => store(s, p, fill),
-        Pending::Swallow(n) => {
-            let have = s.input.buffered().len().min(n);
-            s.input.consume(have);
-            if have == n {
-                return Step::Done;
+        Pending::Swallow(n) => match s.input.discard(n) {
+            0 => Step::Done,
+            left => {
+                *p = Pending::Swallow(left);
+                Step::NeedInput
             }
-            *p = Pending::Swallow(n - have);
-            Step::NeedInput
-        }
+        },
         Pending::SkipLine => {
             let buffered = s.input.buffered();
             if let Some(i) = buffered.iter().position(|&b| b == b'\n') {

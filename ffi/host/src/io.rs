@@ -48,6 +48,14 @@ impl Input {
         }
     }
 
+    /// Drops up to `n` buffered bytes (a body nobody reads); how many of the `n` are still to
+    /// come.
+    pub fn discard(&mut self, n: usize) -> usize {
+        let have = self.buffered().len().min(n);
+        self.consume(have);
+        n - have
+    }
+
     /// Whether the socket had nothing more at the last read (and was not read since a step
     /// consumed what it brought): reading again would only say it would block.
     pub fn take_drained(&mut self) -> bool {
@@ -99,20 +107,40 @@ enum Segment {
     Value(Value<'static>),
 }
 
+/// The pieces of one `writev`, gathered on the stack (no allocation per write).
+struct Gather<'a> {
+    slices: [IoSlice<'a>; SLICES],
+    n: usize,
+}
+
+impl<'a> Gather<'a> {
+    /// Adds `piece` after skipping `skip` of the bytes offered so far; false once full.
+    fn push(&mut self, piece: &'a [u8], skip: &mut usize) -> bool {
+        if *skip >= piece.len() {
+            *skip -= piece.len();
+        } else if self.n < SLICES {
+            self.slices[self.n] = IoSlice::new(&piece[*skip..]);
+            self.n += 1;
+            *skip = 0;
+        }
+        self.n < SLICES
+    }
+}
+
 impl Segment {
-    /// The unsent pieces, after `skip` bytes already sent.
-    fn slices<'a>(&'a self, mut skip: usize, out: &mut Vec<IoSlice<'a>>) {
-        let mut push = |piece: &'a [u8]| {
-            if skip >= piece.len() {
-                skip -= piece.len();
-            } else if out.len() < SLICES {
-                out.push(IoSlice::new(&piece[skip..]));
-                skip = 0;
-            }
-        };
+    /// Adds the unsent pieces, after `skip` bytes already sent.
+    fn gather<'a>(&'a self, mut skip: usize, out: &mut Gather<'a>) {
         match self {
-            Segment::Bytes(b) => push(b),
-            Segment::Value(v) => v.value().for_each(push),
+            Segment::Bytes(b) => {
+                out.push(b, &mut skip);
+            }
+            Segment::Value(v) => {
+                for piece in v.value() {
+                    if !out.push(piece, &mut skip) {
+                        return;
+                    }
+                }
+            }
         }
     }
 
@@ -192,26 +220,28 @@ impl Output {
     /// when the socket would block.
     pub fn write_to(&mut self, w: &mut impl Write) -> io::Result<bool> {
         while !self.is_empty() {
-            let mut slices = Vec::with_capacity(SLICES);
+            let mut gather = Gather {
+                slices: [IoSlice::new(&[]); SLICES],
+                n: 0,
+            };
             let mut skip = self.sent;
             for segment in &self.queue {
-                segment.slices(skip, &mut slices);
+                segment.gather(skip, &mut gather);
                 skip = 0;
-                if slices.len() == SLICES {
+                if gather.n == SLICES {
                     break;
                 }
             }
-            if slices.len() < SLICES && self.tail.len() > self.tail_sent {
-                slices.push(IoSlice::new(&self.tail[self.tail_sent..]));
+            if self.tail.len() > self.tail_sent {
+                gather.push(&self.tail[self.tail_sent..], &mut 0);
             }
-            let n = match w.write_vectored(&slices) {
+            let n = match w.write_vectored(&gather.slices[..gather.n]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
             };
-            drop(slices);
             self.advance(n);
         }
         Ok(true)

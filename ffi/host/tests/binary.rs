@@ -389,3 +389,29 @@ fn a_long_pipeline_is_answered_in_order() {
     }
     sender.join().unwrap();
 }
+
+#[test]
+fn large_values_stream_intact_through_a_pipeline() {
+    let s = server();
+    let mut c = s.binary();
+    // Over the size copied into the output: written from the held item.
+    let value: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(c.set(b"large", &value, 5).status, SUCCESS);
+    const N: usize = 50;
+    let mut batch = Vec::new();
+    for _ in 0..N {
+        batch.extend_from_slice(&packet(GETK, &[], b"large", &[], 0));
+        batch.extend_from_slice(&packet(NOOP, &[], &[], &[], 0));
+    }
+    c.send(&batch);
+    for _ in 0..N {
+        let r = c.recv();
+        assert_eq!(
+            (r.opcode, r.status, r.key.as_slice()),
+            (GETK, SUCCESS, &b"large"[..])
+        );
+        assert_eq!(r.extras, 5u32.to_be_bytes());
+        assert!(r.value == value, "a streamed value differs");
+        assert_eq!(c.recv().opcode, NOOP);
+    }
+}
