@@ -171,7 +171,7 @@ unsafe extern "C" fn get_auth_data(cookie: *const c_void, data: *mut auth_data_t
             return;
         };
         // SAFETY: an engine's cookie. The strings stay valid until the connection
-        // authenticates again or goes away.
+        // authenticates again (or fails to: that forgets the identity) or goes away.
         *out = match unsafe { conn(cookie) } {
             Some(c) => auth_data(&lock(&c.auth)),
             None => auth_data(&Auth::default()),
@@ -281,6 +281,11 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
 }
 
 /// `ADD_RESPONSE`: a binary response to the current request (ASCII: its status only).
+///
+/// # Safety
+/// Each of `key`, `ext` and `body` is NULL with a zero length or points at that many readable
+/// bytes for the call; `cookie` is NULL or a cookie of a live connection (the engine's
+/// contract).
 pub unsafe extern "C" fn add_response(
     key: *const c_void,
     keylen: u16,
@@ -329,6 +334,10 @@ pub unsafe extern "C" fn add_response(
 }
 
 /// `ADD_STAT`: one statistic (an empty key ends a binary stats stream).
+///
+/// # Safety
+/// `key` and `val` are NULL with a zero length or point at that many readable bytes for the
+/// call; `cookie` is NULL or a cookie of a live connection (the engine's contract).
 pub unsafe extern "C" fn add_stat(
     key: *const c_char,
     klen: u16,

@@ -51,6 +51,12 @@ pub fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String>
     Ok(engine)
 }
 
+/// A connection's cookie as the engine knows it: the opaque pointer the host hands out
+/// ([`crate::conn::Conn::cookie`]) and passes back on every call; the host never dereferences
+/// it through this type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cookie(pub *const c_void);
+
 /// Bytes of a key, as the engine's `(pointer, length)`.
 fn key_args(key: &[u8]) -> (*const c_void, usize) {
     (key.as_ptr().cast(), key.len())
@@ -63,7 +69,7 @@ const IOVS: usize = 8;
 #[derive(Debug)]
 pub struct Item<'e> {
     engine: &'e Engine,
-    cookie: *const c_void,
+    cookie: Cookie,
     item: *mut item,
     /// From `allocate`: the host fills the value before `store`.
     fresh: bool,
@@ -73,7 +79,7 @@ impl Drop for Item<'_> {
     fn drop(&mut self) {
         let release = self.engine.v1.release.expect("checked at load");
         // SAFETY: an item reference we hold, released once.
-        unsafe { release(self.engine.handle, self.cookie, self.item) };
+        unsafe { release(self.engine.handle, self.cookie.0, self.item) };
     }
 }
 
@@ -143,7 +149,7 @@ impl Item<'_> {
         };
         let f = self.engine.v1.get_item_info.expect("checked at load");
         // SAFETY: our item; an item_info followed by IOVS - 1 more iovecs, as nvalue says.
-        let ok = unsafe { f(self.engine.handle, self.cookie, self.item, &mut raw.info) };
+        let ok = unsafe { f(self.engine.handle, self.cookie.0, self.item, &mut raw.info) };
         let n = usize::from(raw.info.nvalue);
         if !ok || n > IOVS {
             return None;
@@ -290,7 +296,7 @@ pub struct Arith {
 impl Engine {
     pub fn allocate(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie,
         key: &[u8],
         nbytes: usize,
         flags: u32,
@@ -303,7 +309,7 @@ impl Engine {
         let rc = unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.0,
                 &mut it,
                 k,
                 nk,
@@ -317,7 +323,7 @@ impl Engine {
 
     pub fn get(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie,
         key: &[u8],
         vbucket: u16,
     ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
@@ -330,7 +336,7 @@ impl Engine {
         let rc = unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.0,
                 &mut it,
                 key.as_ptr().cast(),
                 nkey,
@@ -343,7 +349,7 @@ impl Engine {
     fn item(
         &self,
         rc: ENGINE_ERROR_CODE,
-        cookie: *const c_void,
+        cookie: Cookie,
         it: *mut item,
         fresh: bool,
     ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
@@ -362,7 +368,7 @@ impl Engine {
     pub fn item_set_cas(&self, item: &Item<'_>, cas: u64) {
         let f = self.v1.item_set_cas.expect("checked at load");
         // SAFETY: an item reference we hold.
-        unsafe { f(self.handle, item.cookie, item.item, cas) }
+        unsafe { f(self.handle, item.cookie.0, item.item, cas) }
     }
 
     pub fn store(
@@ -374,12 +380,12 @@ impl Engine {
     ) -> ENGINE_ERROR_CODE {
         let f = self.v1.store.expect("checked at load");
         // SAFETY: an item reference we hold; a live CAS in/out.
-        unsafe { f(self.handle, item.cookie, item.item, cas, op, vbucket) }
+        unsafe { f(self.handle, item.cookie.0, item.item, cas, op, vbucket) }
     }
 
     pub fn remove(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie,
         key: &[u8],
         cas: &mut u64,
         vbucket: u16,
@@ -388,16 +394,16 @@ impl Engine {
         let (k, nk) = key_args(key);
         // SAFETY: a live key and CAS in/out (v2.5.1: by pointer).
         #[cfg(not(feature = "engine-pu"))]
-        let rc = unsafe { f(self.handle, cookie, k, nk, cas, vbucket) };
+        let rc = unsafe { f(self.handle, cookie.0, k, nk, cas, vbucket) };
         // SAFETY: a live key (engine-pu: the CAS by value).
         #[cfg(feature = "engine-pu")]
-        let rc = unsafe { f(self.handle, cookie, k, nk, *cas, vbucket) };
+        let rc = unsafe { f(self.handle, cookie.0, k, nk, *cas, vbucket) };
         rc
     }
 
     pub fn arithmetic(
         &self,
-        cookie: *const c_void,
+        cookie: Cookie,
         key: &[u8],
         a: &Arith,
         cas: &mut u64,
@@ -412,7 +418,7 @@ impl Engine {
         unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.0,
                 key.as_ptr().cast(),
                 nkey,
                 a.incr,
@@ -427,14 +433,14 @@ impl Engine {
         }
     }
 
-    pub fn flush(&self, cookie: *const c_void, when: libc::time_t) -> ENGINE_ERROR_CODE {
+    pub fn flush(&self, cookie: Cookie, when: libc::time_t) -> ENGINE_ERROR_CODE {
         let f = self.v1.flush.expect("checked at load");
         // SAFETY: the engine's handle and our cookie.
-        unsafe { f(self.handle, cookie, when) }
+        unsafe { f(self.handle, cookie.0, when) }
     }
 
     /// Statistics of `group` (empty: the default group), through [`crate::conn::add_stat`].
-    pub fn get_stats(&self, cookie: *const c_void, group: &[u8]) -> ENGINE_ERROR_CODE {
+    pub fn get_stats(&self, cookie: Cookie, group: &[u8]) -> ENGINE_ERROR_CODE {
         let f = self.v1.get_stats.expect("checked at load");
         let Ok(n) = c_int::try_from(group.len()) else {
             return ENGINE_EINVAL;
@@ -445,13 +451,13 @@ impl Engine {
             group.as_ptr().cast::<c_char>()
         };
         // SAFETY: a live key (or NULL for the default group) and our callback.
-        unsafe { f(self.handle, cookie, key, n, Some(crate::conn::add_stat)) }
+        unsafe { f(self.handle, cookie.0, key, n, Some(crate::conn::add_stat)) }
     }
 
-    pub fn reset_stats(&self, cookie: *const c_void) {
+    pub fn reset_stats(&self, cookie: Cookie) {
         let f = self.v1.reset_stats.expect("checked at load");
         // SAFETY: the engine's handle and our cookie.
-        unsafe { f(self.handle, cookie) }
+        unsafe { f(self.handle, cookie.0) }
     }
 
     /// `destroy`: the engine's last call, once every worker has stopped.
@@ -466,17 +472,13 @@ impl Engine {
     /// # Safety
     /// `packet` points at a whole request (header, then `bodylen` bytes), 8-byte aligned,
     /// writable, and live during the call.
-    pub unsafe fn unknown_command(
-        &self,
-        cookie: *const c_void,
-        packet: *mut u64,
-    ) -> ENGINE_ERROR_CODE {
+    pub unsafe fn unknown_command(&self, cookie: Cookie, packet: *mut u64) -> ENGINE_ERROR_CODE {
         let f = self.v1.unknown_command.expect("checked at load");
         // SAFETY: the caller's contract.
         unsafe {
             f(
                 self.handle,
-                cookie,
+                cookie.0,
                 packet.cast::<protocol_binary_request_header>(),
                 Some(crate::conn::add_response),
             )

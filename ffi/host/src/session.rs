@@ -7,13 +7,12 @@ use crate::api::{server_core, stat};
 use crate::codec::push_stat;
 use crate::conn::Conn;
 use crate::counters::{self, Registry, Stat, Tenant};
-use crate::engine::Engine;
+use crate::engine::{Cookie, Engine};
 use crate::io::{Input, Output};
 use crate::options::Options;
 use crate::sasl::Pwdb;
 use mcb_abi::abi::*;
 use std::cell::{Cell, RefCell};
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -57,7 +56,7 @@ pub struct Ctx {
 pub struct Peer {
     pub ctx: &'static Ctx,
     pub conn: Arc<Conn>,
-    pub cookie: *const c_void,
+    pub cookie: Cookie,
     /// The worker serving the connection (its line in the counters).
     pub worker: usize,
     tenant: RefCell<Arc<Tenant>>,
@@ -80,7 +79,7 @@ pub struct Session {
 
 impl Session {
     pub fn new(ctx: &'static Ctx, conn: Arc<Conn>, worker: usize) -> Session {
-        let cookie = conn.cookie();
+        let cookie = Cookie(conn.cookie());
         Session {
             peer: Peer {
                 ctx,

@@ -293,7 +293,7 @@ impl Worker {
             let conn = Conn::new(stream.fd(), wake);
             let session = Session::new(self.ctx, conn, self.index);
             // SAFETY: ON_CONNECT carries no data; the cookie is live (the session holds it).
-            unsafe { callback::fire(ON_CONNECT, std::ptr::null(), session.peer.cookie) };
+            unsafe { callback::fire(ON_CONNECT, std::ptr::null(), session.peer.cookie.0) };
             let client = Client {
                 stream,
                 session,
@@ -385,7 +385,7 @@ impl Worker {
         let _ = self.poll.registry().deregister(c.stream.source());
         // SAFETY: ON_DISCONNECT carries no data; the cookie is live (the session, dropped
         // below, holds it; reservations the engine holds keep it alive after).
-        unsafe { callback::fire(ON_DISCONNECT, std::ptr::null(), c.session.peer.cookie) };
+        unsafe { callback::fire(ON_DISCONNECT, std::ptr::null(), c.session.peer.cookie.0) };
         self.ctx.connections.closed();
         self.free.push(token);
     }

@@ -51,9 +51,9 @@ fn a_multi_get_of_a_gigabyte_streams() {
     assert!(tail.ends_with(b"END\r\n"));
     let grew = peak.saturating_sub(before);
     eprintln!(
-        "multi-get of 1,000 x 1 MB: RSS {} MB before, peak +{} MB",
-        before / MB,
-        grew / MB
+        "multi-get of 1,000 x 1 MB: RSS {} KiB before, peak +{} KiB",
+        before / 1024,
+        grew / 1024
     );
     assert!(grew <= 64 * MB, "RSS grew by {} MB", grew / MB);
 }

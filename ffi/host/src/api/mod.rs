@@ -110,6 +110,10 @@ pub fn init(settings: Settings) {
 }
 
 /// memcached's `get_server_api`, handed to `create_instance`.
+///
+/// # Safety
+/// None beyond C's: it takes no argument and returns the static server handle (NULL before
+/// `api::init`); `unsafe` only because it is the C type an engine calls.
 pub unsafe extern "C" fn get_server_api() -> *mut SERVER_HANDLE_V1 {
     guard(std::ptr::null_mut(), || handle().server.get())
 }
