@@ -372,7 +372,14 @@ fn a_reserved_cookie_outlives_its_connection() {
 
 #[test]
 fn a_long_pipeline_is_answered_in_order() {
-    let s = server();
+    // Served in turns of one request (-R 1) as well as memcached's default 20.
+    for per_turn in ["20", "1"] {
+        let engine = test_engine().to_str().unwrap();
+        long_pipeline(&Server::start(&["-E", engine, "-R", per_turn, "-t", "1"]));
+    }
+}
+
+fn long_pipeline(s: &Server) {
     let mut c = s.binary();
     assert_eq!(c.set(b"pipe", &[b'p'; 1000], 0).status, SUCCESS);
     const N: usize = 5000;
