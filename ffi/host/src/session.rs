@@ -65,6 +65,8 @@ pub struct Peer {
     parked: Cell<bool>,
     /// The status the engine notified, for the call that parked.
     resume: Cell<Option<ENGINE_ERROR_CODE>>,
+    /// It authenticated, then failed a SASL step: it must authenticate again.
+    lost_identity: Cell<bool>,
 }
 
 /// One connection's state: the peer, its buffers, and a reusable buffer for packets handed to
@@ -89,6 +91,7 @@ impl Session {
                 tenant: RefCell::new(ctx.counters.tenant("")),
                 parked: Cell::new(false),
                 resume: Cell::new(None),
+                lost_identity: Cell::new(false),
             },
             input: Input::default(),
             out: Output::default(),
@@ -199,6 +202,9 @@ impl Peer {
 
     /// A failed SASL step: the connection is no longer authenticated.
     pub fn auth_failed(&self) {
+        if self.conn.is_authenticated() {
+            self.lost_identity.set(true);
+        }
         self.conn.deauthenticate();
         *self.tenant.borrow_mut() = self.ctx.counters.tenant("");
     }
@@ -229,9 +235,11 @@ impl Peer {
         sink.status
     }
 
-    /// Whether SASL is required and this connection has not authenticated.
+    /// Whether this connection must authenticate before other commands: SASL is required, or
+    /// it lost an identity by a failed step (the engine may still serve it as that user: the
+    /// bucket engine keeps a connection in its bucket until the next successful ON_AUTH).
     pub fn needs_auth(&self) -> bool {
-        self.ctx.options.require_sasl && !self.conn.is_authenticated()
+        (self.ctx.options.require_sasl || self.lost_identity.get()) && !self.conn.is_authenticated()
     }
 
     /// Statistics of `group` into the sink: the host's own, then the engine's (but none the

@@ -22,11 +22,11 @@ impl Drop for TempDir {
 }
 
 fn start(extra_config: &str) -> Fixture {
-    let dir = std::env::temp_dir().join(format!(
-        "mcb-host-bucket-{}-{}",
-        std::process::id(),
-        extra_config.len()
-    ));
+    // One directory per fixture: tests run in parallel, and each removes its own.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    // Relaxed: only uniqueness matters.
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mcb-host-bucket-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pwdb = dir.join("isasl.pw");
     std::fs::write(&pwdb, "admin adminpw\nalice apw\nbob bpw\ncarol cpw\n").unwrap();
@@ -103,6 +103,8 @@ fn users_see_only_their_own_buckets() {
     assert_eq!(bob.get(b"k").value, b"bob's");
     assert_eq!(login(&f, "alice", "apw").get(b"k").value, b"alice's");
     assert_eq!(alice.auth("alice", "nope").status, AUTH_ERROR);
+    // (A failed step loses the identity: log in again.)
+    let mut alice = login(&f, "alice", "apw");
 
     // Only the admin may run admin commands.
     assert_eq!(create(&mut alice, &f, "mine").status, UNKNOWN_COMMAND);
@@ -238,4 +240,18 @@ fn tenants_see_and_reset_only_their_own_counters() {
     admin.stats(b"reset");
     assert_eq!(stat(&mut admin, "cmd_get").as_deref(), Some("0"));
     assert_eq!(stat(&mut bob, "cmd_get").as_deref(), Some("1"));
+}
+
+#[test]
+fn a_failed_auth_step_loses_the_identity_without_dash_s_too() {
+    let f = start("");
+    let mut bob = login(&f, "bob", "bpw");
+    assert_eq!(bob.set(b"k", b"bob's", 0).status, SUCCESS);
+    // Failing as alice: no longer bob, and not served until it authenticates again.
+    assert_eq!(bob.auth("alice", "wrong").status, AUTH_ERROR);
+    assert_eq!(bob.get(b"k").status, AUTH_ERROR);
+    assert_eq!(bob.auth("bob", "bpw").status, SUCCESS);
+    assert_eq!(bob.get(b"k").value, b"bob's");
+    // A connection that never authenticated is served as before (the default bucket).
+    assert_eq!(f.server.binary().get(b"k").status, KEY_ENOENT);
 }
