@@ -1,8 +1,10 @@
 //! memcached's ASCII protocol: get/gets, set/add/replace/append/prepend/cas, delete,
 //! incr/decr, touch (through the engine's `unknown_command` as binary TOUCH 0x1c, when the
-//! engine implements it), stats, flush_all, version, verbosity, quit. Item data is read straight
-//! into the allocated item and must end in `\r\n`. Flags are stored in network byte order, as
-//! memcached stores them, so both protocols see the same flags.
+//! engine implements it), stats, flush_all, version, verbosity, quit. A connection is a state
+//! machine ([`Pending`]) its worker steps ([`step`]): a command runs once its line is buffered;
+//! item data is copied into the allocated item as it arrives and must end in `\r\n`; a get
+//! serves its keys as the output has room, large values written from the held items. Flags are
+//! stored in network byte order, as memcached stores them, so both protocols see the same flags.
 
 use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;

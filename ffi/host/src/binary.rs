@@ -1,6 +1,8 @@
 //! memcached's binary protocol: 24-byte request headers (magic 0x80), responses (magic 0x81)
-//! echoing the opcode and opaque. Values of storage commands are read straight into the item
-//! the engine allocated; every other packet is read whole (up to [`MAX_PACKET`]). Quiet
+//! echoing the opcode and opaque. A connection is a state machine ([`Pending`]) its worker
+//! steps ([`step`]) as bytes arrive: values of storage commands are copied into the item the
+//! engine allocated as they arrive; every other packet runs once buffered whole (up to
+//! [`MAX_PACKET`]); a get's large value is written out from the held item. Quiet
 //! commands answer only on error (gets: only on a hit). Opcodes the host does not handle go to
 //! the engine's `unknown_command`, answering through `ADD_RESPONSE`.
 //!
