@@ -36,7 +36,7 @@ impl Input {
         &self.buf[self.start..self.end]
     }
 
-    /// Drops `n` bytes of buffered input; a drained buffer larger than [`KEEP`] is given back.
+    /// Drops `n` bytes of buffered input; a drained buffer larger than `KEEP` is given back.
     pub fn consume(&mut self, n: usize) {
         self.start = (self.start + n).min(self.end);
         if self.start == self.end {
