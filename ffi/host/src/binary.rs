@@ -2,12 +2,12 @@
 //! echoing the opcode and opaque. A connection is a state machine ([`Pending`]) its worker
 //! steps ([`step`]) as bytes arrive: values of storage commands are copied into the item the
 //! engine allocated as they arrive; every other packet runs once buffered whole (up to
-//! [`MAX_PACKET`]); a get's large value is written out from the held item. Quiet
+//! `MAX_PACKET`); a get's large value is written out from the held item. Quiet
 //! commands answer only on error (gets: only on a hit). Opcodes the host does not handle go to
 //! the engine's `unknown_command`, answering through `ADD_RESPONSE`.
 //!
 //! A bad magic byte, a header whose extras and key do not fit its body, or a packet over
-//! [`MAX_PACKET`] ends the connection (after an error response where one can be framed), as
+//! `MAX_PACKET` ends the connection (after an error response where one can be framed), as
 //! memcached does: the stream cannot be trusted past them.
 
 use crate::api::extension::log;
