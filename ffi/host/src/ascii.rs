@@ -1,18 +1,21 @@
 //! memcached's ASCII protocol: get/gets, set/add/replace/append/prepend/cas, delete,
 //! incr/decr, touch (through the engine's `unknown_command` as binary TOUCH 0x1c, when the
-//! engine implements it), stats, flush_all, version, verbosity, quit. Item data is read straight
-//! into the allocated item and must end in `\r\n`. Flags are stored in network byte order, as
-//! memcached stores them, so both protocols see the same flags.
+//! engine implements it), stats, flush_all, version, verbosity, quit. A connection is a state
+//! machine ([`Pending`]) its worker steps ([`step`]): a command runs once its line is buffered;
+//! item data is copied into the allocated item as it arrives and must end in `\r\n`; a get
+//! serves its keys as the output has room, large values written from the held items. Flags are
+//! stored in network byte order, as memcached stores them, so both protocols see the same flags.
 
 use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;
 use crate::api::server_core::{to_rel_time, VERSION};
 use crate::codec::KEY_MAX;
-use crate::engine::{Arith, StoreOp};
-use crate::io::Io;
-use crate::session::{ok, Aligned, Counters, Flow, Peer, Session};
+use crate::counters::Stat;
+use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
+use crate::io::COPY_MAX;
+use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
 use mcb_abi::abi::*;
-use std::io::{self, Write};
+use std::io::Write;
 
 /// Longest command line (long multi-key gets included).
 const MAX_LINE: usize = 64 * 1024;
@@ -58,45 +61,99 @@ fn number<T: std::str::FromStr>(token: &[u8]) -> Option<T> {
     std::str::from_utf8(token).ok()?.parse().ok()
 }
 
-/// Serves ASCII commands until the client leaves or sends `quit`.
-pub fn serve(s: &mut Session) -> io::Result<()> {
-    loop {
-        let end = loop {
-            let buffered = s.io.buffered();
-            if let Some(i) = buffered.iter().position(|&b| b == b'\n') {
-                break i;
-            }
-            if buffered.len() > MAX_LINE {
-                reply(&mut s.io.wbuf, "CLIENT_ERROR line is too long");
-                return s.io.flush();
-            }
-            if s.io.read_more()? == 0 {
-                return Ok(());
-            }
-        };
-        if command(s, end)? == Flow::Close {
-            return s.io.flush();
+/// Where a connection is within the ASCII protocol between steps.
+#[derive(Debug, Default)]
+pub enum Pending {
+    /// Between requests.
+    #[default]
+    Idle,
+    /// A get whose line is the first `end` buffered bytes (consumed when it ends), served up
+    /// to byte `next` of the line.
+    Get {
+        end: usize,
+        next: usize,
+        with_cas: bool,
+    },
+    /// A storage command's data arriving into its item.
+    Data(Box<Fill>),
+    /// A storage command with all its data, to store.
+    Store(Box<Fill>),
+    /// Data nobody stores: this many more bytes to drop.
+    Swallow(usize),
+    /// The rest of a line to drop (data that ran past its length).
+    SkipLine,
+}
+
+/// A storage command's item and how much of its data arrived.
+#[derive(Debug)]
+pub struct Fill {
+    item: Item<'static>,
+    line: StoreLine,
+    op: StoreOp,
+    /// Data bytes copied into the item so far (the item's size, then the `\r\n`).
+    at: usize,
+}
+
+/// Runs the connection's next step: a request whose line is buffered, or the rest of one.
+pub fn step(s: &mut Session, p: &mut Pending) -> Step {
+    match std::mem::take(p) {
+        Pending::Idle => {
+            let buffered = s.input.buffered();
+            let Some(end) = buffered.iter().position(|&b| b == b'\n') else {
+                if buffered.len() > MAX_LINE {
+                    reply(s.out.tail(), "CLIENT_ERROR line is too long");
+                    return Step::Close;
+                }
+                return Step::NeedInput;
+            };
+            command(s, p, end)
         }
-        s.io.flush_if_large()?;
+        Pending::Get {
+            end,
+            next,
+            with_cas,
+        } => get(s, p, end, next, with_cas),
+        Pending::Data(fill) => data(s, p, fill),
+        Pending::Store(fill) => store(s, p, fill),
+        Pending::Swallow(n) => match s.input.discard(n) {
+            0 => Step::Done,
+            left => {
+                *p = Pending::Swallow(left);
+                Step::NeedInput
+            }
+        },
+        Pending::SkipLine => {
+            let buffered = s.input.buffered();
+            if let Some(i) = buffered.iter().position(|&b| b == b'\n') {
+                s.input.consume(i + 1);
+                return Step::Done;
+            }
+            let n = buffered.len();
+            s.input.consume(n);
+            *p = Pending::SkipLine;
+            Step::NeedInput
+        }
     }
 }
 
 /// One command whose line (without its `\n`) is the first `end` buffered bytes.
-fn command(s: &mut Session, end: usize) -> io::Result<Flow> {
-    let (line, out) = s.io.packet_and_out(end);
+fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
+    let mark = s.out.mark();
+    let line = &s.input.buffered()[..end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let (tokens, n) = tokenize(line);
     let tokens = &tokens[..n];
     let peer = &s.peer;
+    let out = s.out.tail();
     let Some(&verb) = tokens.first() else {
         reply(out, "ERROR");
-        s.io.consume(end + 1);
-        return Ok(Flow::Continue);
+        s.input.consume(end + 1);
+        return Step::Done;
     };
     if peer.needs_auth() && !matches!(verb, b"version" | b"quit") {
         reply(out, "CLIENT_ERROR unauthenticated");
-        s.io.consume(end + 1);
-        return Ok(Flow::Continue);
+        s.input.consume(end + 1);
+        return Step::Done;
     }
     let storage = match verb {
         b"set" => Some(OPERATION_SET),
@@ -108,11 +165,25 @@ fn command(s: &mut Session, end: usize) -> io::Result<Flow> {
         _ => None,
     };
     if let Some(op) = storage {
-        return store(s, end, op);
+        return allocate(s, p, end, op);
+    }
+    let with_cas = match verb {
+        b"get" | b"bget" => Some(false),
+        b"gets" => Some(true),
+        _ => None,
+    };
+    if let Some(with_cas) = with_cas {
+        let keys = line.split(|&b| b == b' ').filter(|t| !t.is_empty()).skip(1);
+        if keys.clone().next().is_none() || keys.clone().any(|k| k.len() > KEY_MAX) {
+            reply(out, BAD_FORMAT);
+            s.input.consume(end + 1);
+            return Step::Done;
+        }
+        // The keys start after the verb.
+        let next = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
+        return get(s, p, end, next, with_cas);
     }
     let flow = match verb {
-        b"get" | b"bget" => get(peer, line, out, false),
-        b"gets" => get(peer, line, out, true),
         b"delete" => delete(peer, tokens, out),
         b"incr" => arithmetic(peer, tokens, out, true),
         b"decr" => arithmetic(peer, tokens, out, false),
@@ -139,8 +210,16 @@ fn command(s: &mut Session, end: usize) -> io::Result<Flow> {
             Flow::Continue
         }
     };
-    s.io.consume(end + 1);
-    Ok(flow)
+    if peer.take_parked() {
+        // The command runs again, whole, once the engine notifies.
+        s.out.truncate(mark);
+        return Step::Parked;
+    }
+    s.input.consume(end + 1);
+    match flow {
+        Flow::Continue => Step::Done,
+        Flow::Close => Step::Close,
+    }
 }
 
 /// Whether the last token asks for no reply.
@@ -156,48 +235,83 @@ fn say(out: &mut Vec<u8>, quiet: bool, line: &str) -> Flow {
     Flow::Continue
 }
 
-fn get(peer: &Peer, line: &[u8], out: &mut Vec<u8>, with_cas: bool) -> Flow {
-    let keys = line.split(|&b| b == b' ').filter(|t| !t.is_empty()).skip(1);
-    if keys.clone().next().is_none() || keys.clone().any(|k| k.len() > KEY_MAX) {
-        reply(out, BAD_FORMAT);
-        return Flow::Continue;
-    }
+/// Serves a get's keys from byte `next` of its line until the line ends (then `END`) or the
+/// output is full (then the rest waits in `p` for the socket to drain). A hit's value is held
+/// in the output, not copied, when it is large.
+fn get(s: &mut Session, p: &mut Pending, end: usize, mut next: usize, with_cas: bool) -> Step {
+    let peer = &s.peer;
     let engine = peer.engine();
-    let counters = &peer.ctx.counters;
-    for key in keys {
-        Counters::bump(&counters.cmd_get);
-        match peer.retry(|| engine.get(peer.cookie(), key, 0)) {
-            Ok(item) => {
-                let Some(info) = item.info() else {
-                    reply(out, "SERVER_ERROR failed to get item details");
-                    return Flow::Continue;
-                };
-                Counters::bump(&counters.get_hits);
-                out.extend_from_slice(b"VALUE ");
-                out.extend_from_slice(key);
-                let _ = write!(out, " {} {}", u32::from_be(info.flags()), info.nbytes());
-                if with_cas {
-                    let _ = write!(out, " {}", info.cas());
-                }
-                out.extend_from_slice(b"\r\n");
-                for piece in info.value() {
-                    out.extend_from_slice(piece);
-                }
-                out.extend_from_slice(b"\r\n");
-            }
-            Err(ENGINE_KEY_ENOENT) => Counters::bump(&counters.get_misses),
-            Err(ENGINE_DISCONNECT) => return Flow::Close,
-            Err(rc) => {
-                reply(out, error_line(rc));
-                return Flow::Continue;
-            }
+    loop {
+        let line = &s.input.buffered()[..end];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let rest = &line[next..];
+        let Some(skip) = rest.iter().position(|&b| b != b' ') else {
+            reply(s.out.tail(), "END");
+            s.input.consume(end + 1);
+            return Step::Done;
+        };
+        let key = &rest[skip..];
+        let key = &key[..key.iter().position(|&b| b == b' ').unwrap_or(key.len())];
+        if s.out.is_full() {
+            *p = Pending::Get {
+                end,
+                next,
+                with_cas,
+            };
+            return Step::More;
         }
+        let item = match peer.retry(|| engine.get(&peer.cookie, key, 0)) {
+            Err(ENGINE_EWOULDBLOCK) => {
+                peer.take_parked();
+                *p = Pending::Get {
+                    end,
+                    next,
+                    with_cas,
+                };
+                return Step::Parked;
+            }
+            Ok(item) => item,
+            Err(ENGINE_KEY_ENOENT) => {
+                peer.count(Stat::CmdGet);
+                peer.count(Stat::GetMisses);
+                next += skip + key.len();
+                continue;
+            }
+            Err(ENGINE_DISCONNECT) => return Step::Close,
+            Err(rc) => {
+                reply(s.out.tail(), error_line(rc));
+                s.input.consume(end + 1);
+                return Step::Done;
+            }
+        };
+        peer.count(Stat::CmdGet);
+        let Some(value) = Value::of(item) else {
+            reply(s.out.tail(), "SERVER_ERROR failed to get item details");
+            s.input.consume(end + 1);
+            return Step::Done;
+        };
+        peer.count(Stat::GetHits);
+        let info = value.info();
+        let out = s.out.tail();
+        out.extend_from_slice(b"VALUE ");
+        out.extend_from_slice(key);
+        let _ = write!(out, " {} {}", u32::from_be(info.flags()), info.nbytes());
+        if with_cas {
+            let _ = write!(out, " {}", info.cas());
+        }
+        out.extend_from_slice(b"\r\n");
+        if value.len() <= COPY_MAX {
+            value.value().for_each(|piece| out.extend_from_slice(piece));
+        } else {
+            s.out.push_value(value);
+        }
+        s.out.tail().extend_from_slice(b"\r\n");
+        next += skip + key.len();
     }
-    reply(out, "END");
-    Flow::Continue
 }
 
 /// The parsed storage command line.
+#[derive(Debug)]
 struct StoreLine {
     flags: u32,
     exptime: libc::time_t,
@@ -235,90 +349,126 @@ fn parse_store(tokens: &[&[u8]], op: StoreOp) -> Result<StoreLine, &'static str>
     })
 }
 
-fn store(s: &mut Session, end: usize, op: StoreOp) -> io::Result<Flow> {
-    let line = &s.io.buffered()[..end];
+/// A storage command's line: allocates its item (the data then arrives into it).
+fn allocate(s: &mut Session, p: &mut Pending, end: usize, op: StoreOp) -> Step {
+    let line = &s.input.buffered()[..end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let (tokens, n) = tokenize(line);
     let tokens = &tokens[..n];
-    let parsed = parse_store(tokens, op);
     let peer = &s.peer;
     let engine = peer.engine();
-    let allocated = parsed.map(|p| {
-        Counters::bump(&peer.ctx.counters.cmd_set);
-        let exptime = to_rel_time(p.exptime);
-        let item = peer
-            .retry(|| engine.allocate(peer.cookie(), tokens[1], p.bytes, p.flags.to_be(), exptime));
-        (p, item)
-    });
-    s.io.consume(end + 1);
-    let (p, mut item) = match allocated {
-        Err(line) => {
-            reply(&mut s.io.wbuf, line);
-            return Ok(Flow::Continue);
+    let line = match parse_store(tokens, op) {
+        Ok(line) => line,
+        Err(text) => {
+            reply(s.out.tail(), text);
+            s.input.consume(end + 1);
+            return Step::Done;
         }
-        Ok((p, Err(rc))) => {
-            s.io.skip(p.bytes as u64 + 2)?;
-            let line = match rc {
+    };
+    let exptime = to_rel_time(line.exptime);
+    let allocated = peer.retry(|| {
+        engine.allocate(
+            &peer.cookie,
+            tokens[1],
+            line.bytes,
+            line.flags.to_be(),
+            exptime,
+        )
+    });
+    if matches!(allocated, Err(ENGINE_EWOULDBLOCK)) {
+        peer.take_parked();
+        return Step::Parked;
+    }
+    peer.count(Stat::CmdSet);
+    s.input.consume(end + 1);
+    let mut item = match allocated {
+        Ok(item) => item,
+        Err(rc) => {
+            let text = match rc {
                 ENGINE_E2BIG => "SERVER_ERROR object too large for cache",
                 ENGINE_ENOMEM => "SERVER_ERROR out of memory storing object",
-                ENGINE_DISCONNECT => return Ok(Flow::Close),
+                ENGINE_DISCONNECT => return Step::Close,
                 rc => error_line(rc),
             };
-            return Ok(say(&mut s.io.wbuf, p.quiet, line));
+            say(s.out.tail(), line.quiet, text);
+            *p = Pending::Swallow(line.bytes + 2);
+            return Step::More;
         }
-        Ok((p, Ok(item))) => (p, item),
     };
-    let Some(value) = item.value_mut() else {
-        s.io.skip(p.bytes as u64 + 2)?;
-        return Ok(say(
-            &mut s.io.wbuf,
-            p.quiet,
+    if item.value_mut().is_none() {
+        say(
+            s.out.tail(),
+            line.quiet,
             "SERVER_ERROR failed to get item details",
-        ));
-    };
-    for piece in value {
-        s.io.read_exact_into(piece)?;
+        );
+        *p = Pending::Swallow(line.bytes + 2);
+        return Step::More;
     }
-    let mut crlf = [0u8; 2];
-    s.io.read_exact_into(&mut crlf)?;
-    if &crlf != b"\r\n" {
-        reply(&mut s.io.wbuf, "CLIENT_ERROR bad data chunk");
-        // The data ran past its length: the rest of that line is data too, not a command.
-        if crlf[1] != b'\n' {
-            return skip_line(&mut s.io);
+    *p = Pending::Data(Box::new(Fill {
+        item,
+        line,
+        op,
+        at: 0,
+    }));
+    Step::More
+}
+
+/// Copies arriving data into the item; then checks the `\r\n` after it.
+fn data(s: &mut Session, p: &mut Pending, mut fill: Box<Fill>) -> Step {
+    let size = fill.line.bytes;
+    if fill.at < size {
+        let copied = copy_into(&mut fill.item, fill.at, s.input.buffered());
+        s.input.consume(copied);
+        fill.at += copied;
+        if fill.at < size {
+            *p = Pending::Data(fill);
+            return Step::NeedInput;
         }
-        return Ok(Flow::Continue);
     }
-    engine.item_set_cas(&item, p.cas);
-    let mut cas = p.cas;
-    let rc = peer.retry(|| ok(engine.store(&item, &mut cas, op, 0)));
-    let line = match rc.err().unwrap_or(ENGINE_SUCCESS) {
+    let buffered = s.input.buffered();
+    if buffered.len() < 2 {
+        *p = Pending::Data(fill);
+        return Step::NeedInput;
+    }
+    let crlf = [buffered[0], buffered[1]];
+    if &crlf != b"\r\n" {
+        reply(s.out.tail(), "CLIENT_ERROR bad data chunk");
+        // The data ran past its length: the rest of that line is data too, not a command.
+        if crlf[1] == b'\n' {
+            s.input.consume(2);
+            return Step::Done;
+        }
+        *p = Pending::SkipLine;
+        return Step::More;
+    }
+    s.input.consume(2);
+    store(s, p, fill)
+}
+
+/// Stores a filled item.
+fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
+    let peer = &s.peer;
+    let engine = peer.engine();
+    let cas_in = fill.line.cas;
+    engine.item_set_cas(&fill.item, cas_in);
+    let mut cas = cas_in;
+    let rc = peer.retry(|| ok(engine.store(&fill.item, &mut cas, fill.op, 0)));
+    let text = match rc.err().unwrap_or(ENGINE_SUCCESS) {
+        ENGINE_EWOULDBLOCK => {
+            peer.take_parked();
+            *p = Pending::Store(fill);
+            return Step::Parked;
+        }
         ENGINE_SUCCESS => "STORED",
         ENGINE_KEY_EEXISTS => "EXISTS",
         ENGINE_KEY_ENOENT => "NOT_FOUND",
         ENGINE_NOT_STORED => "NOT_STORED",
         ENGINE_ENOMEM => "SERVER_ERROR out of memory storing object",
-        ENGINE_DISCONNECT => return Ok(Flow::Close),
+        ENGINE_DISCONNECT => return Step::Close,
         rc => error_line(rc),
     };
-    Ok(say(&mut s.io.wbuf, p.quiet, line))
-}
-
-/// Discards input through the next newline (closing when none comes within a line's length).
-fn skip_line(io: &mut Io) -> io::Result<Flow> {
-    loop {
-        let buffered = io.buffered();
-        if let Some(i) = buffered.iter().position(|&b| b == b'\n') {
-            io.consume(i + 1);
-            return Ok(Flow::Continue);
-        }
-        if buffered.len() > MAX_LINE {
-            return Ok(Flow::Close);
-        }
-        if io.read_more()? == 0 {
-            return Ok(Flow::Close);
-        }
-    }
+    say(s.out.tail(), fill.line.quiet, text);
+    Step::Done
 }
 
 fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
@@ -343,7 +493,7 @@ fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     }
     let engine = peer.engine();
     let mut cas = 0;
-    let line = match peer.retry(|| ok(engine.remove(peer.cookie(), tokens[1], &mut cas, 0))) {
+    let line = match peer.retry(|| ok(engine.remove(&peer.cookie, tokens[1], &mut cas, 0))) {
         Ok(()) => "DELETED",
         Err(ENGINE_KEY_ENOENT) => "NOT_FOUND",
         Err(ENGINE_DISCONNECT) => return Flow::Close,
@@ -375,8 +525,8 @@ fn arithmetic(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, incr: bool) -> F
     };
     let engine = peer.engine();
     let (mut cas, mut result) = (0, 0);
-    let rc = peer
-        .retry(|| ok(engine.arithmetic(peer.cookie(), tokens[1], &a, &mut cas, &mut result, 0)));
+    let rc =
+        peer.retry(|| ok(engine.arithmetic(&peer.cookie, tokens[1], &a, &mut cas, &mut result, 0)));
     match rc {
         Ok(()) => say(out, quiet, &result.to_string()),
         Err(ENGINE_KEY_ENOENT) => say(out, quiet, "NOT_FOUND"),
@@ -416,7 +566,7 @@ fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Aligned
     peer.open_sink(true, PROTOCOL_BINARY_CMD_TOUCH, 0);
     let engine = peer.engine();
     // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.
-    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(peer.cookie(), aligned) }));
+    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(&peer.cookie, aligned) }));
     let status = peer.take_sink(out);
     let line = match (rc, status) {
         (Err(ENGINE_DISCONNECT), _) => return Flow::Close,
@@ -462,9 +612,9 @@ fn flush_all(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
             return Flow::Continue;
         }
     };
-    Counters::bump(&peer.ctx.counters.cmd_flush);
+    peer.count(Stat::CmdFlush);
     let engine = peer.engine();
-    match peer.retry(|| ok(engine.flush(peer.cookie(), when))) {
+    match peer.retry(|| ok(engine.flush(&peer.cookie, when))) {
         Ok(()) => say(out, quiet, "OK"),
         Err(ENGINE_DISCONNECT) => Flow::Close,
         Err(rc) => say(out, quiet, error_line(rc)),

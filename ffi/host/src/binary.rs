@@ -1,6 +1,8 @@
 //! memcached's binary protocol: 24-byte request headers (magic 0x80), responses (magic 0x81)
-//! echoing the opcode and opaque. Values of storage commands are read straight into the item
-//! the engine allocated; every other packet is read whole (up to `MAX_PACKET`). Quiet
+//! echoing the opcode and opaque. A connection is a state machine ([`Pending`]) its worker
+//! steps ([`step`]) as bytes arrive: values of storage commands are copied into the item the
+//! engine allocated as they arrive; every other packet runs once buffered whole (up to
+//! `MAX_PACKET`); a get's large value is written out from the held item. Quiet
 //! commands answer only on error (gets: only on a hit). Opcodes the host does not handle go to
 //! the engine's `unknown_command`, answering through `ADD_RESPONSE`.
 //!
@@ -12,11 +14,12 @@ use crate::api::extension::log;
 use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;
 use crate::api::server_core::{to_rel_time, VERSION};
-use crate::codec::{encode_response, Response, HEADER, KEY_MAX};
-use crate::engine::{Arith, StoreOp};
-use crate::session::{ok, Aligned, Counters, Flow, Peer, Session};
+use crate::codec::{encode_head, encode_response, Response, HEADER, KEY_MAX};
+use crate::counters::Stat;
+use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
+use crate::io::{Output, COPY_MAX};
+use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
 use mcb_abi::abi::*;
-use std::io;
 
 /// Largest non-storage packet body read whole (bucket admin commands stop at 64 KiB; touch,
 /// stats and friends are tiny).
@@ -160,75 +163,127 @@ fn allowed_before_auth(opcode: u8) -> bool {
     )
 }
 
-/// Serves binary requests until the client leaves or the stream goes bad.
-pub fn serve(s: &mut Session) -> io::Result<()> {
-    loop {
-        if !s.io.fill(HEADER)? {
-            return Ok(());
-        }
-        let head = s.io.buffered();
-        if head[0] != PROTOCOL_BINARY_REQ {
-            log(
-                EXTENSION_LOG_INFO,
-                &format!("closing a connection that sent bad magic 0x{:02x}", head[0]),
-            );
-            return s.io.flush();
-        }
-        let h = Header::parse(&head[..HEADER]);
-        if h.extlen + h.keylen > h.bodylen {
-            status_reply(&mut s.io.wbuf, &h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-            return s.io.flush();
-        }
-        if s.peer.needs_auth() && !allowed_before_auth(h.opcode) {
-            s.io.consume(HEADER);
-            s.io.skip(h.bodylen as u64)?;
-            status_reply(&mut s.io.wbuf, &h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
-            continue;
-        }
-        let flow = match storage(h.opcode) {
-            Some((op, quiet)) => store(s, &h, op, quiet)?,
-            None => {
-                if h.bodylen > MAX_PACKET {
-                    status_reply(&mut s.io.wbuf, &h, PROTOCOL_BINARY_RESPONSE_E2BIG);
-                    return s.io.flush();
-                }
-                if !s.io.fill(HEADER + h.bodylen)? {
-                    return Ok(()); // truncated: the client went away mid-packet
-                }
-                let flow = dispatch(s, &h);
-                s.io.consume(HEADER + h.bodylen);
-                flow
+/// Where a connection is within the binary protocol between steps.
+#[derive(Debug, Default)]
+pub enum Pending {
+    /// Between requests.
+    #[default]
+    Idle,
+    /// A storage command's value arriving into its item.
+    Data(Box<Fill>),
+    /// A storage command with all its value, to store.
+    Store(Box<Fill>),
+    /// A body nobody reads: this many more bytes to drop.
+    Swallow(usize),
+}
+
+/// A storage command's item and how much of its value arrived.
+#[derive(Debug)]
+pub struct Fill {
+    item: Item<'static>,
+    h: Header,
+    op: StoreOp,
+    quiet: bool,
+    /// Value bytes copied into the item so far, of `len`.
+    at: usize,
+    len: usize,
+}
+
+/// Runs the connection's next step: a request whose header is buffered, or the rest of one.
+pub fn step(s: &mut Session, p: &mut Pending) -> Step {
+    match std::mem::take(p) {
+        Pending::Idle => request(s, p),
+        Pending::Data(fill) => data(s, p, fill),
+        Pending::Store(fill) => store(s, p, fill),
+        Pending::Swallow(n) => match s.input.discard(n) {
+            0 => Step::Done,
+            left => {
+                *p = Pending::Swallow(left);
+                Step::NeedInput
             }
-        };
-        if flow == Flow::Close {
-            return s.io.flush();
-        }
-        s.io.flush_if_large()?;
+        },
     }
 }
 
-/// A storage command: allocate, read the value into the item, store.
-fn store(s: &mut Session, h: &Header, op: StoreOp, quiet: bool) -> io::Result<Flow> {
+/// A request whose header may be buffered: answered once whole (a storage command once its
+/// key is in: its value then arrives into the item).
+fn request(s: &mut Session, p: &mut Pending) -> Step {
+    let head = s.input.buffered();
+    if head.len() < HEADER {
+        return Step::NeedInput;
+    }
+    if head[0] != PROTOCOL_BINARY_REQ {
+        log(
+            EXTENSION_LOG_INFO,
+            &format!("closing a connection that sent bad magic 0x{:02x}", head[0]),
+        );
+        return Step::Close;
+    }
+    let h = Header::parse(&head[..HEADER]);
+    if h.extlen + h.keylen > h.bodylen {
+        status_reply(s.out.tail(), &h, PROTOCOL_BINARY_RESPONSE_EINVAL);
+        return Step::Close;
+    }
+    // memcached refuses a key over 250 bytes on any opcode, and skips the body.
+    let refused = if h.keylen > KEY_MAX {
+        Some(PROTOCOL_BINARY_RESPONSE_EINVAL)
+    } else if s.peer.needs_auth() && !allowed_before_auth(h.opcode) {
+        Some(PROTOCOL_BINARY_RESPONSE_AUTH_ERROR)
+    } else {
+        None
+    };
+    if let Some(status) = refused {
+        status_reply(s.out.tail(), &h, status);
+        s.input.consume(HEADER);
+        *p = Pending::Swallow(h.bodylen);
+        return Step::More;
+    }
+    if let Some((op, quiet)) = storage(h.opcode) {
+        return allocate(s, p, &h, op, quiet);
+    }
+    if h.bodylen > MAX_PACKET {
+        status_reply(s.out.tail(), &h, PROTOCOL_BINARY_RESPONSE_E2BIG);
+        return Step::Close;
+    }
+    if head.len() < HEADER + h.bodylen {
+        return Step::NeedInput;
+    }
+    let mark = s.out.mark();
+    let flow = dispatch(s, &h);
+    if s.peer.take_parked() {
+        // The request runs again, whole, once the engine notifies.
+        s.out.truncate(mark);
+        return Step::Parked;
+    }
+    s.input.consume(HEADER + h.bodylen);
+    match flow {
+        Flow::Continue => Step::Done,
+        Flow::Close => Step::Close,
+    }
+}
+
+/// A storage command whose extras and key are buffered: allocates the item its value will
+/// arrive into.
+fn allocate(s: &mut Session, p: &mut Pending, h: &Header, op: StoreOp, quiet: bool) -> Step {
     let want_extras = if op == OPERATION_APPEND || op == OPERATION_PREPEND {
         0
     } else {
         8
     };
-    let vlen = h.bodylen - h.extlen - h.keylen;
-    if h.extlen != want_extras || h.keylen == 0 || h.keylen > KEY_MAX {
-        s.io.consume(HEADER);
-        s.io.skip(h.bodylen as u64)?;
-        status_reply(&mut s.io.wbuf, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        return Ok(Flow::Continue);
+    let len = h.bodylen - h.extlen - h.keylen;
+    if h.extlen != want_extras || h.keylen == 0 {
+        status_reply(s.out.tail(), h, PROTOCOL_BINARY_RESPONSE_EINVAL);
+        s.input.consume(HEADER);
+        *p = Pending::Swallow(h.bodylen);
+        return Step::More;
     }
     let head = HEADER + h.extlen + h.keylen;
-    if !s.io.fill(head)? {
-        return Ok(Flow::Close);
+    let packet = s.input.buffered();
+    if packet.len() < head {
+        return Step::NeedInput;
     }
     let peer = &s.peer;
     let engine = peer.engine();
-    Counters::bump(&peer.ctx.counters.cmd_set);
-    let packet = s.io.buffered();
     let extras = &packet[HEADER..HEADER + h.extlen];
     let key = &packet[HEADER + h.extlen..head];
     let (flags, exptime) = match extras {
@@ -239,39 +294,80 @@ fn store(s: &mut Session, h: &Header, op: StoreOp, quiet: bool) -> io::Result<Fl
         ),
         _ => (0, 0),
     };
-    let allocated = peer.retry(|| engine.allocate(peer.cookie(), key, vlen, flags, exptime));
-    s.io.consume(head);
+    let allocated = peer.retry(|| engine.allocate(&peer.cookie, key, len, flags, exptime));
+    if matches!(allocated, Err(ENGINE_EWOULDBLOCK)) {
+        peer.take_parked();
+        return Step::Parked;
+    }
+    peer.count(Stat::CmdSet);
+    s.input.consume(head);
     let mut item = match allocated {
         Ok(item) => item,
         Err(rc) => {
-            s.io.skip(vlen as u64)?;
-            return Ok(answer(&mut s.io.wbuf, h, rc, 0, false));
+            *p = Pending::Swallow(len);
+            return match answer(s.out.tail(), h, rc, 0, false) {
+                Flow::Continue => Step::More,
+                Flow::Close => Step::Close,
+            };
         }
     };
-    let Some(value) = item.value_mut() else {
-        s.io.skip(vlen as u64)?;
-        status_reply(&mut s.io.wbuf, h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
-        return Ok(Flow::Continue);
-    };
-    for piece in value {
-        s.io.read_exact_into(piece)?;
+    if item.value_mut().is_none() {
+        status_reply(s.out.tail(), h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
+        *p = Pending::Swallow(len);
+        return Step::More;
     }
-    engine.item_set_cas(&item, h.cas);
-    let op = match op {
+    *p = Pending::Data(Box::new(Fill {
+        item,
+        h: *h,
+        op,
+        quiet,
+        at: 0,
+        len,
+    }));
+    Step::More
+}
+
+/// Copies arriving value bytes into the item; stores it once whole.
+fn data(s: &mut Session, p: &mut Pending, mut fill: Box<Fill>) -> Step {
+    let copied = copy_into(&mut fill.item, fill.at, s.input.buffered());
+    s.input.consume(copied);
+    fill.at += copied;
+    if fill.at < fill.len {
+        *p = Pending::Data(fill);
+        return Step::NeedInput;
+    }
+    store(s, p, fill)
+}
+
+/// Stores a filled item.
+fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
+    let peer = &s.peer;
+    let engine = peer.engine();
+    let h = &fill.h;
+    engine.item_set_cas(&fill.item, h.cas);
+    let op = match fill.op {
         OPERATION_SET | OPERATION_REPLACE if h.cas != 0 => OPERATION_CAS,
         op => op,
     };
     let mut cas = h.cas;
     let rc = peer
-        .retry(|| ok(engine.store(&item, &mut cas, op, h.vbucket)))
+        .retry(|| ok(engine.store(&fill.item, &mut cas, op, h.vbucket)))
         .err()
         .unwrap_or(ENGINE_SUCCESS);
     let rc = match (rc, op) {
+        (ENGINE_EWOULDBLOCK, _) => {
+            peer.take_parked();
+            *p = Pending::Store(fill);
+            return Step::Parked;
+        }
         (ENGINE_NOT_STORED, OPERATION_ADD) => ENGINE_KEY_EEXISTS,
         (ENGINE_NOT_STORED, OPERATION_REPLACE) => ENGINE_KEY_ENOENT,
         (rc, _) => rc,
     };
-    Ok(answer(&mut s.io.wbuf, h, rc, cas, quiet))
+    match answer(s.out.tail(), h, rc, cas, fill.quiet) {
+        Flow::Continue => Step::Done,
+        Flow::Close => Step::Close,
+    }
 }
 
 /// A whole request in the read buffer.
@@ -284,8 +380,13 @@ struct Request<'a> {
 }
 
 fn dispatch(s: &mut Session, h: &Header) -> Flow {
-    let Session { peer, io, scratch } = s;
-    let (packet, out) = io.packet_and_out(HEADER + h.bodylen);
+    let Session {
+        peer,
+        input,
+        out: output,
+        scratch,
+    } = s;
+    let packet = &input.buffered()[..HEADER + h.bodylen];
     let body = &packet[HEADER..];
     let req = Request {
         h: *h,
@@ -294,11 +395,17 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
         value: &body[h.extlen + h.keylen..],
         packet,
     };
+    if matches!(
+        h.opcode,
+        PROTOCOL_BINARY_CMD_GET
+            | PROTOCOL_BINARY_CMD_GETQ
+            | PROTOCOL_BINARY_CMD_GETK
+            | PROTOCOL_BINARY_CMD_GETKQ
+    ) {
+        return get(peer, &req, output);
+    }
+    let out = output.tail();
     match h.opcode {
-        PROTOCOL_BINARY_CMD_GET => get(peer, &req, out, false, false),
-        PROTOCOL_BINARY_CMD_GETQ => get(peer, &req, out, true, false),
-        PROTOCOL_BINARY_CMD_GETK => get(peer, &req, out, false, true),
-        PROTOCOL_BINARY_CMD_GETKQ => get(peer, &req, out, true, true),
         PROTOCOL_BINARY_CMD_DELETE => delete(peer, &req, out, false),
         PROTOCOL_BINARY_CMD_DELETEQ => delete(peer, &req, out, true),
         PROTOCOL_BINARY_CMD_INCREMENT => arithmetic(peer, &req, out, true, false),
@@ -328,37 +435,53 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
         PROTOCOL_BINARY_CMD_SASL_AUTH => sasl_auth(peer, &req, out),
         PROTOCOL_BINARY_CMD_SASL_STEP => {
             // PLAIN finishes in one step: there is never a step to take.
-            Counters::bump(&peer.ctx.counters.auth_errors);
-            status_reply(out, h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
+            sasl_failed(peer, out, h);
             Flow::Continue
         }
         _ => unknown(peer, &req, out, scratch),
     }
 }
 
-fn get(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool, with_key: bool) -> Flow {
+/// GET, GETQ, GETK, GETKQ: a hit's large value is held in the output, not copied.
+fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
     let h = &req.h;
+    let quiet = matches!(
+        h.opcode,
+        PROTOCOL_BINARY_CMD_GETQ | PROTOCOL_BINARY_CMD_GETKQ
+    );
+    let with_key = matches!(
+        h.opcode,
+        PROTOCOL_BINARY_CMD_GETK | PROTOCOL_BINARY_CMD_GETKQ
+    );
+    let out = output.tail();
     if !req.extras.is_empty() || req.key.is_empty() || !req.value.is_empty() {
         status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
         return Flow::Continue;
     }
-    let counters = &peer.ctx.counters;
-    Counters::bump(&counters.cmd_get);
     let engine = peer.engine();
     let key: &[u8] = if with_key { req.key } else { &[] };
-    match peer.retry(|| engine.get(peer.cookie(), req.key, h.vbucket)) {
+    match peer.retry(|| engine.get(&peer.cookie, req.key, h.vbucket)) {
         Ok(item) => {
-            let Some(info) = item.info() else {
+            peer.count(Stat::CmdGet);
+            let Some(value) = Value::of(item) else {
                 status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
                 return Flow::Continue;
             };
-            Counters::bump(&counters.get_hits);
+            peer.count(Stat::GetHits);
+            let info = value.info();
             let flags = info.flags().to_ne_bytes();
-            encode_response(out, &h.reply(0, info.cas()), &flags, key, info.value());
+            let reply = h.reply(0, info.cas());
+            if value.len() <= COPY_MAX {
+                encode_response(out, &reply, &flags, key, value.value());
+            } else {
+                encode_head(out, &reply, &flags, key, value.len());
+                output.push_value(value);
+            }
             Flow::Continue
         }
         Err(ENGINE_KEY_ENOENT) => {
-            Counters::bump(&counters.get_misses);
+            peer.count(Stat::CmdGet);
+            peer.count(Stat::GetMisses);
             if !quiet {
                 let status = PROTOCOL_BINARY_RESPONSE_KEY_ENOENT;
                 let text = if with_key { &b""[..] } else { message(status) };
@@ -378,7 +501,7 @@ fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flo
     }
     let engine = peer.engine();
     let mut cas = h.cas;
-    let rc = peer.retry(|| ok(engine.remove(peer.cookie(), req.key, &mut cas, h.vbucket)));
+    let rc = peer.retry(|| ok(engine.remove(&peer.cookie, req.key, &mut cas, h.vbucket)));
     answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), cas, quiet)
 }
 
@@ -401,7 +524,7 @@ fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, qui
     let engine = peer.engine();
     let (mut cas, mut result) = (0, 0);
     let rc = peer.retry(|| {
-        ok(engine.arithmetic(peer.cookie(), req.key, &a, &mut cas, &mut result, h.vbucket))
+        ok(engine.arithmetic(&peer.cookie, req.key, &a, &mut cas, &mut result, h.vbucket))
     });
     match rc {
         Ok(()) if quiet => Flow::Continue,
@@ -428,9 +551,9 @@ fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow
             return Flow::Continue;
         }
     };
-    Counters::bump(&peer.ctx.counters.cmd_flush);
+    peer.count(Stat::CmdFlush);
     let engine = peer.engine();
-    let rc = peer.retry(|| ok(engine.flush(peer.cookie(), when)));
+    let rc = peer.retry(|| ok(engine.flush(&peer.cookie, when)));
     answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), 0, quiet)
 }
 
@@ -461,24 +584,28 @@ fn verbosity(req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
 
 fn sasl_auth(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
     let h = &req.h;
-    let counters = &peer.ctx.counters;
-    Counters::bump(&counters.auth_cmds);
+    peer.count(Stat::AuthCmds);
     let user = match (&peer.ctx.pwdb, req.key) {
         (Some(db), b"PLAIN") => db.plain(req.value),
         _ => None,
     };
     match user {
         Some((user, config)) => {
-            peer.conn.authenticate(&user, config.as_deref());
+            peer.authenticated(&user, config.as_deref());
             let text = &b"Authenticated"[..];
             encode_response(out, &h.reply(0, 0), &[], &[], std::iter::once(text));
         }
-        None => {
-            Counters::bump(&counters.auth_errors);
-            status_reply(out, h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
-        }
+        None => sasl_failed(peer, out, h),
     }
     Flow::Continue
+}
+
+/// A failed SASL step: counted, and the connection is no longer authenticated (memcached's
+/// rule: a client cannot keep one identity while failing to take another).
+fn sasl_failed(peer: &Peer, out: &mut Vec<u8>, h: &Header) {
+    peer.count(Stat::AuthErrors);
+    peer.auth_failed();
+    status_reply(out, h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
 }
 
 /// Hands the whole packet to the engine (in the session's aligned scratch buffer).
@@ -488,7 +615,7 @@ fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, scratch: &mut Alig
     peer.open_sink(false, h.opcode, h.opaque);
     let engine = peer.engine();
     // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.
-    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(peer.cookie(), packet) }));
+    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(&peer.cookie, packet) }));
     let responded = peer.take_sink(out).is_some();
     match rc {
         Ok(()) => Flow::Continue,

@@ -28,8 +28,17 @@ pub fn encode_response<'b>(
     body: impl Iterator<Item = &'b [u8]> + Clone,
 ) {
     let value_len: usize = body.clone().map(<[u8]>::len).sum();
+    buf.reserve(HEADER + ext.len() + key.len() + value_len);
+    encode_head(buf, r, ext, key, value_len);
+    for piece in body {
+        buf.extend_from_slice(piece);
+    }
+}
+
+/// Appends a response's header, extras and key; its `value_len` bytes of value follow
+/// separately (a value streamed from the item).
+pub fn encode_head(buf: &mut Vec<u8>, r: &Response, ext: &[u8], key: &[u8], value_len: usize) {
     let total = ext.len() + key.len() + value_len;
-    buf.reserve(HEADER + total);
     buf.push(PROTOCOL_BINARY_RES);
     buf.push(r.opcode);
     buf.extend_from_slice(&(key.len() as u16).to_be_bytes());
@@ -41,9 +50,6 @@ pub fn encode_response<'b>(
     buf.extend_from_slice(&r.cas.to_be_bytes());
     buf.extend_from_slice(ext);
     buf.extend_from_slice(key);
-    for piece in body {
-        buf.extend_from_slice(piece);
-    }
 }
 
 /// Where an engine's answers for the current command go.
@@ -58,10 +64,16 @@ pub struct Sink {
     pub ascii: bool,
     /// The status of the last `ADD_RESPONSE` (what ASCII `touch` reports).
     pub status: Option<u16>,
+    /// Statistics the host already gave in this answer: the engine's of the same name are
+    /// dropped, so no name appears twice.
+    pub skip: Vec<&'static str>,
 }
 
 /// Encodes one statistic for the sink's protocol.
 pub fn push_stat(sink: &mut Sink, key: &[u8], val: &[u8]) {
+    if sink.skip.iter().any(|s| s.as_bytes() == key) {
+        return;
+    }
     if sink.ascii {
         if key.is_empty() {
             return;

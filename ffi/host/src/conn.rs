@@ -1,5 +1,5 @@
 //! Connections as engines see them: a cookie is a pointer to a [`Conn`] inside an `Arc`. The
-//! connection's thread holds one reference; each `reserve` takes another, so a closed
+//! connection's worker holds one reference; each `reserve` takes another, so a closed
 //! connection's cookie stays valid until the engine releases it. Here too: the cookie API
 //! (socket fd, auth data, the engine-specific slot, `notify_io_complete`, reserve/release) and
 //! the two callbacks through which engines answer (`ADD_RESPONSE`, `ADD_STAT`).
@@ -10,9 +10,8 @@ use crate::codec::{encode_response, push_stat, Response, Sink};
 use mcb_abi::abi::*;
 use mcb_abi::boundary::guard;
 use std::ffi::{c_char, c_int, c_void, CString};
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// The SASL identity of a connection; the pointers `get_auth_data` hands out point into it.
 #[derive(Debug, Default)]
@@ -21,19 +20,17 @@ struct Auth {
     config: Option<CString>,
 }
 
-/// A connection's cookie, borrowed from the `Arc<Conn>` that keeps it valid: the engine calls
-/// take this, not a raw pointer, so safe code cannot hand an engine a cookie of a connection
-/// that is gone (or one that never was).
-#[derive(Debug, Clone, Copy)]
-pub struct Cookie<'c> {
-    ptr: *const c_void,
-    _conn: PhantomData<&'c Conn>,
-}
+/// A connection's cookie as the engine calls take it. It holds a reference to the connection,
+/// so the pointer engines know it by stays valid for as long as the cookie (or an item obtained
+/// with it, which keeps a clone) lives: safe code cannot hand an engine a cookie of a connection
+/// that is gone, or one that never was. The host never dereferences the pointer through it.
+#[derive(Debug, Clone)]
+pub struct Cookie(Arc<Conn>);
 
-impl Cookie<'_> {
-    /// The pointer engines know the connection by; live while the borrow lasts.
-    pub fn as_ptr(self) -> *const c_void {
-        self.ptr
+impl Cookie {
+    /// The pointer engines know the connection by; live while `self` is.
+    pub fn as_ptr(&self) -> *const c_void {
+        self.0.cookie_ptr()
     }
 }
 
@@ -43,9 +40,10 @@ pub struct Conn {
     fd: c_int,
     engine_specific: AtomicPtr<c_void>,
     auth: Mutex<Auth>,
-    /// The status of a `notify_io_complete` not yet consumed by [`Conn::wait_io`].
+    /// The status of a `notify_io_complete` not yet consumed by [`Conn::take_io`].
     io: Mutex<Option<ENGINE_ERROR_CODE>>,
-    io_cond: Condvar,
+    /// Who to wake when the engine notifies: the connection's worker.
+    wake: Wake,
     /// Reservations the engine holds (each also holds a strong count of the `Arc`).
     reserved: AtomicUsize,
     sink: Mutex<Sink>,
@@ -55,25 +53,70 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A worker's mailbox for `notify_io_complete`: the tokens of its connections the engine
+/// completed, and the waker of its event loop. Any thread may post.
+#[derive(Debug)]
+pub struct Mailbox {
+    waker: mio::Waker,
+    woken: Mutex<Vec<usize>>,
+}
+
+impl Mailbox {
+    pub fn new(waker: mio::Waker) -> Mailbox {
+        Mailbox {
+            waker,
+            woken: Mutex::default(),
+        }
+    }
+
+    /// Queues `token` and wakes the loop (once per batch: a non-empty queue is already woken).
+    pub fn post(&self, token: usize) {
+        let first = {
+            let mut woken = lock(&self.woken);
+            woken.push(token);
+            woken.len() == 1
+        };
+        if first {
+            if let Err(e) = self.waker.wake() {
+                log(EXTENSION_LOG_WARNING, &format!("cannot wake a worker: {e}"));
+            }
+        }
+    }
+
+    /// The tokens posted since the last call.
+    pub fn take(&self) -> Vec<usize> {
+        std::mem::take(&mut *lock(&self.woken))
+    }
+}
+
+/// Where a connection's completions go: its worker's mailbox, under its token.
+#[derive(Debug, Clone)]
+pub struct Wake {
+    pub mailbox: Arc<Mailbox>,
+    pub token: usize,
+}
+
 impl Conn {
-    pub fn new(fd: c_int) -> Arc<Conn> {
+    pub fn new(fd: c_int, wake: Wake) -> Arc<Conn> {
         Arc::new(Conn {
             fd,
             engine_specific: AtomicPtr::new(std::ptr::null_mut()),
             auth: Mutex::default(),
             io: Mutex::new(None),
-            io_cond: Condvar::new(),
+            wake,
             reserved: AtomicUsize::new(0),
             sink: Mutex::default(),
         })
     }
 
-    /// The cookie engines get for this connection, borrowed from it.
-    pub fn cookie(self: &Arc<Self>) -> Cookie<'_> {
-        Cookie {
-            ptr: Arc::as_ptr(self).cast(),
-            _conn: PhantomData,
-        }
+    /// The cookie engines get for this connection, holding a reference to it.
+    pub fn cookie(self: &Arc<Self>) -> Cookie {
+        Cookie(Arc::clone(self))
+    }
+
+    /// The pointer engines know this connection by (its cookie's).
+    fn cookie_ptr(&self) -> *const c_void {
+        std::ptr::from_ref(self).cast()
     }
 
     /// The answer sink; never held across an engine call (the engine's callbacks lock it).
@@ -91,31 +134,27 @@ impl Conn {
         };
         // SAFETY: ON_AUTH carries the connection's auth data, live for the call (its strings
         // until the next authentication); the cookie is live (`self`).
-        unsafe {
-            callback::fire(
-                ON_AUTH,
-                std::ptr::from_ref(&data).cast(),
-                self.cookie().as_ptr(),
-            )
-        };
+        unsafe { callback::fire(ON_AUTH, std::ptr::from_ref(&data).cast(), self.cookie_ptr()) };
     }
 
     pub fn is_authenticated(&self) -> bool {
         lock(&self.auth).user.is_some()
     }
 
-    /// Parks the connection until the engine calls `notify_io_complete`; returns its status.
-    pub fn wait_io(&self) -> ENGINE_ERROR_CODE {
-        let mut io = lock(&self.io);
-        loop {
-            if let Some(status) = io.take() {
-                return status;
-            }
-            io = self
-                .io_cond
-                .wait(io)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+    /// Forgets the SASL identity (a failed authentication step), as memcached does.
+    pub fn deauthenticate(&self) {
+        *lock(&self.auth) = Auth::default();
+    }
+
+    /// The user this connection authenticated as.
+    pub fn user(&self) -> Option<String> {
+        let auth = lock(&self.auth);
+        auth.user.as_ref().map(|u| u.to_string_lossy().into_owned())
+    }
+
+    /// The status of a `notify_io_complete` not yet consumed, if any.
+    pub fn take_io(&self) -> Option<ENGINE_ERROR_CODE> {
+        lock(&self.io).take()
     }
 }
 
@@ -151,7 +190,7 @@ unsafe extern "C" fn get_auth_data(cookie: *const c_void, data: *mut auth_data_t
             return;
         };
         // SAFETY: an engine's cookie. The strings stay valid until the connection
-        // authenticates again or goes away.
+        // authenticates again (or fails to: that forgets the identity) or goes away.
         *out = match unsafe { conn(cookie) } {
             Some(c) => auth_data(&lock(&c.auth)),
             None => auth_data(&Auth::default()),
@@ -191,7 +230,7 @@ unsafe extern "C" fn notify_io_complete(cookie: *const c_void, status: ENGINE_ER
             return;
         };
         *lock(&c.io) = Some(status);
-        c.io_cond.notify_all();
+        c.wake.mailbox.post(c.wake.token);
     })
 }
 
@@ -263,8 +302,9 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
 /// `ADD_RESPONSE`: a binary response to the current request (ASCII: its status only).
 ///
 /// # Safety
-/// The engine's contract: each pointer is NULL (only with a zero length) or points at its
-/// length's readable bytes, and `cookie` is NULL or a live cookie of this host.
+/// Each of `key`, `ext` and `body` is NULL with a zero length or points at that many readable
+/// bytes for the call; `cookie` is NULL or a cookie of a live connection (the engine's
+/// contract).
 pub unsafe extern "C" fn add_response(
     key: *const c_void,
     keylen: u16,
@@ -315,7 +355,8 @@ pub unsafe extern "C" fn add_response(
 /// `ADD_STAT`: one statistic (an empty key ends a binary stats stream).
 ///
 /// # Safety
-/// As for [`add_response`]: buffers with their lengths, and a live cookie (or NULL).
+/// `key` and `val` are NULL with a zero length or point at that many readable bytes for the
+/// call; `cookie` is NULL or a cookie of a live connection (the engine's contract).
 pub unsafe extern "C" fn add_stat(
     key: *const c_char,
     klen: u16,

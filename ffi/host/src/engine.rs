@@ -40,7 +40,7 @@ pub unsafe fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, 
     // static.
     let Created { handle, v1 } = unsafe { engine_lib::load(path, Some(api::get_server_api))? };
     // SAFETY: the handle create_instance returned, recorded once, before the listener starts
-    // (this function's contract: no connection thread exists yet).
+    // (this function's contract: no worker thread exists yet).
     unsafe { api::set_engine(handle) };
     let engine = Box::leak(Box::new(Engine { handle, v1 }));
     let init = v1.initialize.expect("checked by engine_lib");
@@ -68,7 +68,7 @@ const IOVS: usize = 8;
 #[derive(Debug)]
 pub struct Item<'e> {
     engine: &'e Engine,
-    cookie: Cookie<'e>,
+    cookie: Cookie,
     item: *mut item,
     /// From `allocate`: the host fills the value before `store`.
     fresh: bool,
@@ -110,15 +110,19 @@ impl Info<'_> {
 
     /// The value, in the engine's pieces.
     pub fn value(&self) -> impl Iterator<Item = &[u8]> + Clone {
-        self.pieces().map(|p| {
-            if p.iov_len == 0 {
-                return &[][..];
-            }
-            // SAFETY: `Item::info` checked that a non-empty piece has a base; the engine's item
-            // (borrowed by `self`) keeps it readable until it is released.
-            unsafe { std::slice::from_raw_parts(p.iov_base.cast::<u8>(), p.iov_len) }
-        })
+        self.pieces().map(piece)
     }
+}
+
+/// One checked piece of an item's value.
+fn piece(p: &iovec) -> &[u8] {
+    if p.iov_len == 0 {
+        return &[];
+    }
+    // SAFETY: `Item::info` checked that a non-empty piece has a base; the engine's item
+    // (borrowed, through an `Info` or a `Value`, as long as `p` is) keeps it readable until it
+    // is released.
+    unsafe { std::slice::from_raw_parts(p.iov_base.cast::<u8>(), p.iov_len) }
 }
 
 impl Item<'_> {
@@ -218,6 +222,70 @@ impl Item<'_> {
     }
 }
 
+/// An item held for its value: the reference and its checked info together, so that a reply
+/// can be written out from the engine's memory as the socket accepts it (the item is released
+/// when the last byte is out).
+#[derive(Debug)]
+pub struct Value<'e> {
+    raw: item_info_iov<{ IOVS - 1 }>,
+    _item: Item<'e>,
+}
+
+impl<'e> Value<'e> {
+    /// The item's value; `None` when `get_item_info` fails or answers something inconsistent.
+    pub fn of(item: Item<'e>) -> Option<Value<'e>> {
+        let raw = item.info()?.raw;
+        Some(Value { raw, _item: item })
+    }
+
+    /// The value's info (flags, CAS, size).
+    pub fn info(&self) -> Info<'_> {
+        Info {
+            raw: self.raw,
+            _item: std::marker::PhantomData,
+        }
+    }
+
+    /// The value's size in bytes.
+    pub fn len(&self) -> usize {
+        self.raw.info.nbytes as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value, in the engine's pieces, borrowing the held item.
+    pub fn value(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        let n = usize::from(self.raw.info.nvalue);
+        std::iter::once(&self.raw.info.value[0])
+            .chain(self.raw.more.iter())
+            .take(n)
+            .map(piece)
+    }
+}
+
+/// Copies `input` into a fresh item's value from byte `at` on, as far as either reaches; how
+/// many bytes it copied (0 for an item whose value cannot be written).
+pub fn copy_into(item: &mut Item<'_>, at: usize, mut input: &[u8]) -> usize {
+    let Some(pieces) = item.value_mut() else {
+        return 0;
+    };
+    let (mut skip, mut copied) = (at, 0);
+    for piece in pieces {
+        if skip >= piece.len() {
+            skip -= piece.len();
+            continue;
+        }
+        let n = (piece.len() - skip).min(input.len());
+        piece[skip..skip + n].copy_from_slice(&input[..n]);
+        input = &input[n..];
+        copied += n;
+        skip = 0;
+    }
+    copied
+}
+
 /// The store operations, as the protocols name them.
 pub type StoreOp = ENGINE_STORE_OPERATION;
 
@@ -232,14 +300,14 @@ pub struct Arith {
 }
 
 impl Engine {
-    pub fn allocate<'a>(
-        &'a self,
-        cookie: Cookie<'a>,
+    pub fn allocate(
+        &self,
+        cookie: &Cookie,
         key: &[u8],
         nbytes: usize,
         flags: u32,
         exptime: rel_time_t,
-    ) -> Result<Item<'a>, ENGINE_ERROR_CODE> {
+    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
         let f = self.v1.allocate.expect("checked at load");
         let mut it: *mut item = std::ptr::null_mut();
         let (k, nk) = key_args(key);
@@ -259,12 +327,12 @@ impl Engine {
         self.item(rc, cookie, it, true)
     }
 
-    pub fn get<'a>(
-        &'a self,
-        cookie: Cookie<'a>,
+    pub fn get(
+        &self,
+        cookie: &Cookie,
         key: &[u8],
         vbucket: u16,
-    ) -> Result<Item<'a>, ENGINE_ERROR_CODE> {
+    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
         let f = self.v1.get.expect("checked at load");
         let mut it: *mut item = std::ptr::null_mut();
         let Ok(nkey) = c_int::try_from(key.len()) else {
@@ -284,17 +352,18 @@ impl Engine {
         self.item(rc, cookie, it, false)
     }
 
-    fn item<'a>(
-        &'a self,
+    fn item(
+        &self,
         rc: ENGINE_ERROR_CODE,
-        cookie: Cookie<'a>,
+        cookie: &Cookie,
         it: *mut item,
         fresh: bool,
-    ) -> Result<Item<'a>, ENGINE_ERROR_CODE> {
+    ) -> Result<Item<'_>, ENGINE_ERROR_CODE> {
         match (rc, it.is_null()) {
             (ENGINE_SUCCESS, false) => Ok(Item {
                 engine: self,
-                cookie,
+                // The item keeps its connection (so its cookie) alive until it is released.
+                cookie: cookie.clone(),
                 item: it,
                 fresh,
             }),
@@ -332,7 +401,7 @@ impl Engine {
 
     pub fn remove(
         &self,
-        cookie: Cookie<'_>,
+        cookie: &Cookie,
         key: &[u8],
         cas: &mut u64,
         vbucket: u16,
@@ -350,7 +419,7 @@ impl Engine {
 
     pub fn arithmetic(
         &self,
-        cookie: Cookie<'_>,
+        cookie: &Cookie,
         key: &[u8],
         a: &Arith,
         cas: &mut u64,
@@ -380,14 +449,14 @@ impl Engine {
         }
     }
 
-    pub fn flush(&self, cookie: Cookie<'_>, when: libc::time_t) -> ENGINE_ERROR_CODE {
+    pub fn flush(&self, cookie: &Cookie, when: libc::time_t) -> ENGINE_ERROR_CODE {
         let f = self.v1.flush.expect("checked at load");
         // SAFETY: the engine's handle and our cookie.
         unsafe { f(self.handle, cookie.as_ptr(), when) }
     }
 
     /// Statistics of `group` (empty: the default group), through [`crate::conn::add_stat`].
-    pub fn get_stats(&self, cookie: Cookie<'_>, group: &[u8]) -> ENGINE_ERROR_CODE {
+    pub fn get_stats(&self, cookie: &Cookie, group: &[u8]) -> ENGINE_ERROR_CODE {
         let f = self.v1.get_stats.expect("checked at load");
         let Ok(n) = c_int::try_from(group.len()) else {
             return ENGINE_EINVAL;
@@ -409,10 +478,17 @@ impl Engine {
         }
     }
 
-    pub fn reset_stats(&self, cookie: Cookie<'_>) {
+    pub fn reset_stats(&self, cookie: &Cookie) {
         let f = self.v1.reset_stats.expect("checked at load");
         // SAFETY: the engine's handle and our cookie.
         unsafe { f(self.handle, cookie.as_ptr()) }
+    }
+
+    /// `destroy`: the engine's last call, once every worker has stopped.
+    pub fn destroy(&self) {
+        let f = self.v1.destroy.expect("checked by engine_lib");
+        // SAFETY: the engine's own handle, destroyed once; no connection calls it any more.
+        unsafe { f(self.handle, false) }
     }
 
     /// Any other binary command, answering through [`crate::conn::add_response`].
@@ -420,11 +496,7 @@ impl Engine {
     /// # Safety
     /// `packet` points at a whole request (header, then `bodylen` bytes), 8-byte aligned,
     /// writable, and live during the call.
-    pub unsafe fn unknown_command(
-        &self,
-        cookie: Cookie<'_>,
-        packet: *mut u64,
-    ) -> ENGINE_ERROR_CODE {
+    pub unsafe fn unknown_command(&self, cookie: &Cookie, packet: *mut u64) -> ENGINE_ERROR_CODE {
         let f = self.v1.unknown_command.expect("checked at load");
         // SAFETY: the caller's contract.
         unsafe {

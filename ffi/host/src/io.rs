@@ -1,151 +1,275 @@
-//! A connection's buffered, blocking socket I/O: one read buffer and one write buffer, reused
-//! for every request. Output is flushed whenever the connection would block waiting for input,
-//! so pipelined requests are answered in one write and quiet commands cost no write at all.
+//! A connection's non-blocking buffers. [`Input`] grows with the bytes that arrive (never with
+//! the size a header declares) and is given back when drained; [`Output`] queues encoded bytes
+//! and held items ([`Value`]), written from the engine's memory as the socket accepts them, so
+//! a reply naming many large items never exists whole in memory.
 
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use crate::engine::Value;
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Read, Write};
 
-/// Buffers grown past this are shrunk back once drained (one huge value should not pin
-/// megabytes per idle connection).
-const KEEP: usize = 64 * 1024;
-const INITIAL: usize = 16 * 1024;
+/// What a drained buffer keeps (larger ones are given back: an idle connection stays small).
+const KEEP: usize = 4 * 1024;
+/// The first allocation of an input buffer, and the least it grows by.
+const CHUNK: usize = 2 * 1024;
+/// Queued bytes past which a connection stops producing output until the socket drains.
+pub const OUTPUT_HIGH: usize = 64 * 1024;
+/// Values up to this size are copied into the output; larger ones are held and written from
+/// the item (a copy is cheaper than holding a reference for small values).
+pub const COPY_MAX: usize = 8 * 1024;
+/// Most pieces handed to one `writev`.
+const SLICES: usize = 32;
 
-#[derive(Debug)]
-pub struct Io {
-    stream: TcpStream,
-    rbuf: Vec<u8>,
+/// Bytes read and not yet consumed.
+#[derive(Debug, Default)]
+pub struct Input {
+    buf: Vec<u8>,
     start: usize,
     end: usize,
-    pub wbuf: Vec<u8>,
+    /// The last read returned less than it had room for: the socket was empty then, and
+    /// (edge-triggered) the next byte to arrive brings a new event.
+    drained: bool,
 }
 
-impl Io {
-    pub fn new(stream: TcpStream) -> Io {
-        Io {
-            stream,
-            rbuf: vec![0; INITIAL],
-            start: 0,
-            end: 0,
-            wbuf: Vec::with_capacity(INITIAL),
-        }
-    }
-
+impl Input {
     /// The buffered, unconsumed input.
     pub fn buffered(&self) -> &[u8] {
-        &self.rbuf[self.start..self.end]
+        &self.buf[self.start..self.end]
     }
 
-    /// The first `n` buffered bytes (the caller made them available with [`Io::fill`]) and
-    /// the write buffer, borrowed together.
-    pub fn packet_and_out(&mut self, n: usize) -> (&[u8], &mut Vec<u8>) {
-        (&self.rbuf[self.start..self.start + n], &mut self.wbuf)
-    }
-
-    /// Drops `n` bytes of buffered input.
+    /// Drops `n` bytes of buffered input; a drained buffer larger than `KEEP` is given back.
     pub fn consume(&mut self, n: usize) {
         self.start = (self.start + n).min(self.end);
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
-            if self.rbuf.len() > KEEP {
-                self.rbuf.truncate(INITIAL);
-                self.rbuf.shrink_to(INITIAL);
+            if self.buf.len() > KEEP {
+                self.buf = Vec::new();
             }
         }
     }
 
-    /// Makes at least `n` bytes available in [`Io::buffered`], reading (and first flushing
-    /// output) as needed. `Ok(false)` when the peer closed before sending them.
-    pub fn fill(&mut self, n: usize) -> io::Result<bool> {
-        while self.end - self.start < n {
-            if self.start + n > self.rbuf.len() {
-                self.rbuf.copy_within(self.start..self.end, 0);
+    /// Drops up to `n` buffered bytes (a body nobody reads); how many of the `n` are still to
+    /// come.
+    pub fn discard(&mut self, n: usize) -> usize {
+        let have = self.buffered().len().min(n);
+        self.consume(have);
+        n - have
+    }
+
+    /// Whether the socket had nothing more at the last read (and was not read since a step
+    /// consumed what it brought): reading again would only say it would block.
+    pub fn take_drained(&mut self) -> bool {
+        std::mem::take(&mut self.drained)
+    }
+
+    /// Gives the buffer back if nothing is buffered (an idle connection).
+    pub fn release_if_empty(&mut self) {
+        if self.start == self.end {
+            *self = Input::default();
+        }
+    }
+
+    /// One read from `r` into the free end of the buffer, which grows only when the bytes
+    /// already arrived fill it; 0 at end of stream.
+    pub fn read_from(&mut self, r: &mut impl Read) -> io::Result<usize> {
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
                 self.end -= self.start;
                 self.start = 0;
-                if n > self.rbuf.len() {
-                    self.rbuf.resize(n, 0);
+            } else {
+                let grow = self.buf.len().max(CHUNK);
+                self.buf.resize(self.buf.len() + grow, 0);
+            }
+        }
+        loop {
+            let room = self.buf.len() - self.end;
+            match r.read(&mut self.buf[self.end..]) {
+                Ok(n) => {
+                    self.end += n;
+                    self.drained = n < room;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.drained = false;
+                    return Err(e);
                 }
             }
-            if self.read_some()? == 0 {
-                return Ok(false);
+        }
+    }
+}
+
+/// A queued piece of output older than the tail.
+#[derive(Debug)]
+enum Segment {
+    Bytes(Vec<u8>),
+    Value(Value<'static>),
+}
+
+/// The pieces of one `writev`, gathered on the stack (no allocation per write).
+struct Gather<'a> {
+    slices: [IoSlice<'a>; SLICES],
+    n: usize,
+}
+
+impl<'a> Gather<'a> {
+    /// Adds `piece` after skipping `skip` of the bytes offered so far; false once full.
+    fn push(&mut self, piece: &'a [u8], skip: &mut usize) -> bool {
+        if *skip >= piece.len() {
+            *skip -= piece.len();
+        } else if self.n < SLICES {
+            self.slices[self.n] = IoSlice::new(&piece[*skip..]);
+            self.n += 1;
+            *skip = 0;
+        }
+        self.n < SLICES
+    }
+}
+
+impl Segment {
+    /// Adds the unsent pieces, after `skip` bytes already sent.
+    fn gather<'a>(&'a self, mut skip: usize, out: &mut Gather<'a>) {
+        match self {
+            Segment::Bytes(b) => {
+                out.push(b, &mut skip);
             }
+            Segment::Value(v) => {
+                for piece in v.value() {
+                    if !out.push(piece, &mut skip) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Segment::Bytes(b) => b.len(),
+            Segment::Value(v) => v.len(),
+        }
+    }
+}
+
+/// Output queued for the socket: older segments (bytes and held values), then the tail, the
+/// bytes being encoded now.
+#[derive(Debug, Default)]
+pub struct Output {
+    queue: VecDeque<Segment>,
+    /// Bytes of the front segment already written.
+    sent: usize,
+    tail: Vec<u8>,
+    /// Bytes of the tail already written (when the queue is empty).
+    tail_sent: usize,
+    /// Bytes queued in `queue` (values included).
+    queued: usize,
+}
+
+impl Output {
+    /// The bytes being encoded now, after everything queued.
+    pub fn tail(&mut self) -> &mut Vec<u8> {
+        &mut self.tail
+    }
+
+    /// How many tail bytes there are: a mark to [`Output::truncate`] back to.
+    pub fn mark(&self) -> usize {
+        self.tail.len()
+    }
+
+    /// Drops tail bytes encoded after `mark` (a request that must run again).
+    pub fn truncate(&mut self, mark: usize) {
+        self.tail.truncate(mark.max(self.tail_sent));
+    }
+
+    /// Queues a held value after the tail; it is released once written.
+    pub fn push_value(&mut self, value: Value<'static>) {
+        self.seal_tail();
+        self.queued += value.len();
+        self.queue.push_back(Segment::Value(value));
+    }
+
+    fn seal_tail(&mut self) {
+        if self.tail.len() > self.tail_sent {
+            let mut bytes = std::mem::take(&mut self.tail);
+            bytes.drain(..self.tail_sent);
+            self.queued += bytes.len();
+            self.queue.push_back(Segment::Bytes(bytes));
+        } else {
+            self.tail.clear();
+        }
+        self.tail_sent = 0;
+    }
+
+    /// Unsent bytes.
+    pub fn len(&self) -> usize {
+        self.queued - self.sent + self.tail.len() - self.tail_sent
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the connection should stop producing output until the socket takes some: a
+    /// held value is queued, or more than [`OUTPUT_HIGH`] bytes.
+    pub fn is_full(&self) -> bool {
+        self.queue.iter().any(|s| matches!(s, Segment::Value(_))) || self.len() > OUTPUT_HIGH
+    }
+
+    /// Writes as much as the socket accepts. `Ok(true)` when everything is out, `Ok(false)`
+    /// when the socket would block.
+    pub fn write_to(&mut self, w: &mut impl Write) -> io::Result<bool> {
+        while !self.is_empty() {
+            let mut gather = Gather {
+                slices: [IoSlice::new(&[]); SLICES],
+                n: 0,
+            };
+            let mut skip = self.sent;
+            for segment in &self.queue {
+                segment.gather(skip, &mut gather);
+                skip = 0;
+                if gather.n == SLICES {
+                    break;
+                }
+            }
+            if self.tail.len() > self.tail_sent {
+                gather.push(&self.tail[self.tail_sent..], &mut 0);
+            }
+            let n = match w.write_vectored(&gather.slices[..gather.n]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            self.advance(n);
         }
         Ok(true)
     }
 
-    /// Reads what the socket has into the free end of the buffer (at least one byte, or 0 at
-    /// end of stream), flushing output first: the peer may be waiting for it.
-    fn read_some(&mut self) -> io::Result<usize> {
-        self.flush()?;
-        if self.end == self.rbuf.len() {
-            let grow = self.rbuf.len();
-            self.rbuf.resize(grow * 2, 0);
-        }
-        loop {
-            match self.stream.read(&mut self.rbuf[self.end..]) {
-                Ok(n) => {
-                    self.end += n;
-                    return Ok(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Reads more input without a target size (for line protocols); 0 at end of stream.
-    pub fn read_more(&mut self) -> io::Result<usize> {
-        if self.start > 0 && self.end == self.rbuf.len() {
-            self.rbuf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        self.read_some()
-    }
-
-    /// Fills `dst` from buffered input, then straight from the socket.
-    pub fn read_exact_into(&mut self, dst: &mut [u8]) -> io::Result<()> {
-        let have = (self.end - self.start).min(dst.len());
-        dst[..have].copy_from_slice(&self.rbuf[self.start..self.start + have]);
-        self.consume(have);
-        if have < dst.len() {
-            self.flush()?;
-            self.stream.read_exact(&mut dst[have..])?;
-        }
-        Ok(())
-    }
-
-    /// Discards `n` bytes of input (a value nobody stores).
-    pub fn skip(&mut self, mut n: u64) -> io::Result<()> {
+    /// Marks `n` bytes written, releasing segments (and their items) as they complete.
+    fn advance(&mut self, mut n: usize) {
         while n > 0 {
-            if self.start == self.end && self.read_more()? == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
+            let Some(front) = self.queue.front() else {
+                self.tail_sent += n;
+                break;
+            };
+            let left = front.len() - self.sent;
+            if n < left {
+                self.sent += n;
+                return;
             }
-            let have = (self.end - self.start).min(usize::try_from(n).unwrap_or(usize::MAX));
-            self.consume(have);
-            n -= have as u64;
+            n -= left;
+            self.queued -= front.len();
+            self.sent = 0;
+            self.queue.pop_front();
         }
-        Ok(())
-    }
-
-    /// Writes out the queued output once it is large: a client that pipelines without reading
-    /// meets TCP's back-pressure instead of growing our buffer.
-    pub fn flush_if_large(&mut self) -> io::Result<()> {
-        if self.wbuf.len() >= KEEP {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    /// Writes out everything queued.
-    pub fn flush(&mut self) -> io::Result<()> {
-        if !self.wbuf.is_empty() {
-            self.stream.write_all(&self.wbuf)?;
-            self.wbuf.clear();
-            if self.wbuf.capacity() > KEEP {
-                self.wbuf.shrink_to(INITIAL);
+        if self.tail_sent == self.tail.len() {
+            self.tail.clear();
+            self.tail_sent = 0;
+            if self.tail.capacity() > KEEP {
+                self.tail = Vec::new();
             }
         }
-        Ok(())
     }
 }

@@ -3,13 +3,16 @@
 //!
 //! It loads an engine exactly as memcached's engine branch does (see [`engine`]), hands it the
 //! server API ([`api`], [`conn`], [`config`]), and serves the binary ([`binary`]) and ASCII
-//! ([`ascii`]) protocols over TCP ([`server`]), with SASL PLAIN ([`sasl`]). Without `-E` it
+//! ([`ascii`]) protocols over TCP or a unix socket ([`server`]: a listener and `-t` event-loop
+//! [`worker`]s), with SASL PLAIN ([`sasl`]) and per-tenant counters ([`counters`]). Without `-E` it
 //! runs our bucket engine: the `libbucket_engine.so` built with it ([`options::DEFAULT_ENGINE`]).
 //!
 //! Layers, each module using only those before it (`tests/module_graph.rs` checks it):
-//! `options`, `config`, `io`, `sasl`, [`codec`] (how answers are encoded); the `api` tables and
-//! [`conn`] (the cookie table), then [`api`] itself (the handle pointing at them); [`engine`];
-//! [`session`] (what a protocol handler holds); [`binary`] and [`ascii`]; [`server`].
+//! `options`, `config`, `sasl`, [`counters`], [`codec`] (how answers are encoded); the `api`
+//! tables and [`conn`] (the cookie table and the cookies engine calls take), then [`api`] itself
+//! (the handle pointing at them); [`engine`]; `io` (buffers, streaming held values);
+//! [`session`] (what a protocol handler holds); [`binary`] and [`ascii`]; [`worker`] (the
+//! event loops); [`server`].
 
 pub mod api;
 pub mod ascii;
@@ -17,9 +20,11 @@ pub mod binary;
 pub mod codec;
 pub mod config;
 pub mod conn;
+pub mod counters;
 pub mod engine;
 pub mod io;
 pub mod options;
 pub mod sasl;
 pub mod server;
 pub mod session;
+pub mod worker;

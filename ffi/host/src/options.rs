@@ -15,9 +15,15 @@ pub const USAGE: &str = "\
 usage: mcb-memcached [options]
   -p PORT          TCP port to listen on (default 11211; 0 picks a free one)
   -l ADDR          address to listen on (default 127.0.0.1)
-  -t N             worker threads (accepted for memcached's command line and reported in
-                   stats; each connection has its own thread, see -c)
+  -s PATH          listen on this unix-domain socket instead of TCP
+  -t N             worker threads, each an event loop over its connections (default 4)
   -c N             most simultaneous connections (default 1024)
+  -R N             most requests one connection runs before the others get a turn
+                   (default 20)
+  -b N             listen backlog (default 1024)
+  -B PROTO         binary, ascii or auto (default auto: the first byte decides)
+  -o idle_timeout=SECONDS
+                   close connections idle that long (default 0: never)
   -E PATH          engine library (default: the libbucket_engine.so cargo built
                    with this binary, in target/<profile>/deps/)
   -e CONFIG        engine configuration (default with the bucket engine:
@@ -27,6 +33,14 @@ usage: mcb-memcached [options]
   --sasl-pwdb PATH SASL password file, one \"user password\" a line
                    (default: $MEMCACHED_SASL_PWDB)
   -h, --help       this text";
+
+/// Which protocols connections may speak (`-B`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Auto,
+    Binary,
+    Ascii,
+}
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -39,22 +53,53 @@ pub struct Options {
     pub require_sasl: bool,
     pub verbosity: u32,
     pub sasl_pwdb: Option<PathBuf>,
+    pub unix_socket: Option<PathBuf>,
+    pub reqs_per_event: usize,
+    pub backlog: i32,
+    pub protocol: Protocol,
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 impl Options {
     /// The host's settings under memcached's `stats settings` names: what `stats settings`
     /// reports and what `get_config` parses (as memcached's does).
-    pub fn settings(&self) -> [(&'static str, String); 7] {
+    pub fn settings(&self) -> Vec<(&'static str, String)> {
         let sasl = if self.require_sasl { "yes" } else { "no" };
-        [
+        let protocol = match self.protocol {
+            Protocol::Auto => "auto-negotiate",
+            Protocol::Binary => "binary",
+            Protocol::Ascii => "ascii",
+        };
+        let socket = self.unix_socket.as_ref();
+        vec![
             ("maxconns", self.max_connections.to_string()),
             ("tcpport", self.port.to_string()),
             ("inter", self.listen.clone()),
             ("verbosity", self.verbosity.to_string()),
             ("num_threads", self.threads.to_string()),
+            ("reqs_per_event", self.reqs_per_event.to_string()),
+            ("tcp_backlog", self.backlog.to_string()),
+            ("binding_protocol", protocol.to_owned()),
+            (
+                "domain_socket",
+                socket.map_or("NULL".to_owned(), |p| p.display().to_string()),
+            ),
+            (
+                "idle_timeout",
+                self.idle_timeout.map_or(0, |t| t.as_secs()).to_string(),
+            ),
             ("auth_enabled_sasl", sasl.to_owned()),
             ("engine", self.engine.clone()),
         ]
+    }
+
+    /// The bucket engine's admin user, from its configuration's `admin=NAME`.
+    pub fn admin(&self) -> Option<String> {
+        let config = self.engine_config.as_deref()?;
+        config
+            .split(';')
+            .find_map(|kv| kv.trim().strip_prefix("admin="))
+            .map(str::to_owned)
     }
 }
 
@@ -81,6 +126,11 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
     let mut require_sasl = false;
     let mut verbosity = 0;
     let mut sasl_pwdb = std::env::var_os("MEMCACHED_SASL_PWDB").map(PathBuf::from);
+    let mut unix_socket = None;
+    let mut reqs_per_event = 20;
+    let mut backlog = 1024;
+    let mut protocol = Protocol::Auto;
+    let mut idle_timeout = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let arg = arg.as_str();
@@ -109,7 +159,17 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
         };
         if !matches!(
             flag,
-            "-p" | "-l" | "-t" | "-c" | "-E" | "-e" | "--sasl-pwdb"
+            "-p" | "-l"
+                | "-t"
+                | "-c"
+                | "-E"
+                | "-e"
+                | "-s"
+                | "-R"
+                | "-b"
+                | "-B"
+                | "-o"
+                | "--sasl-pwdb"
         ) {
             return Err(format!("unknown option {arg:?}"));
         }
@@ -132,6 +192,38 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
                 max_connections = value(flag, text)?;
                 if max_connections == 0 {
                     return Err("-c needs at least one connection".into());
+                }
+            }
+            "-s" => unix_socket = Some(PathBuf::from(text)),
+            "-R" => {
+                reqs_per_event = value(flag, text)?;
+                if reqs_per_event == 0 {
+                    return Err("-R needs at least one request".into());
+                }
+            }
+            "-b" => {
+                backlog = value(flag, text)?;
+                if backlog <= 0 {
+                    return Err("-b needs a positive backlog".into());
+                }
+            }
+            "-B" => {
+                protocol = match text {
+                    "auto" => Protocol::Auto,
+                    "binary" => Protocol::Binary,
+                    "ascii" => Protocol::Ascii,
+                    _ => return Err(format!("invalid protocol {text:?} for -B")),
+                }
+            }
+            "-o" => {
+                for sub in text.split(',') {
+                    match sub.split_once('=') {
+                        Some(("idle_timeout", secs)) => {
+                            let secs: u64 = value("idle_timeout", secs)?;
+                            idle_timeout = (secs > 0).then(|| std::time::Duration::from_secs(secs));
+                        }
+                        _ => return Err(format!("unknown -o option {sub:?}")),
+                    }
                 }
             }
             "-E" => engine = Some(text.to_owned()),
@@ -157,6 +249,11 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
         require_sasl,
         verbosity,
         sasl_pwdb,
+        unix_socket,
+        reqs_per_event,
+        backlog,
+        protocol,
+        idle_timeout,
     }))
 }
 
@@ -201,6 +298,22 @@ mod tests {
             ("/x.so", Some("a=b"))
         );
         assert_eq!(o.sasl_pwdb.as_deref(), Some(Path::new("/pw")));
+        let o = run(&[
+            "-s",
+            "/tmp/s",
+            "-R5",
+            "-b",
+            "64",
+            "-B",
+            "binary",
+            "-o",
+            "idle_timeout=7",
+        ])
+        .unwrap();
+        assert_eq!(o.unix_socket.as_deref(), Some(Path::new("/tmp/s")));
+        assert_eq!((o.reqs_per_event, o.backlog), (5, 64));
+        assert_eq!(o.protocol, super::Protocol::Binary);
+        assert_eq!(o.idle_timeout, Some(std::time::Duration::from_secs(7)));
         // An explicit engine gets no default configuration.
         assert_eq!(run(&["-E", "/x.so"]).unwrap().engine_config, None);
     }
@@ -215,6 +328,10 @@ mod tests {
             &["-c", "-1"],
             &["-q"],
             &["--nope"],
+            &["-B", "udp"],
+            &["-o", "slab_reassign"],
+            &["-R", "0"],
+            &["-b", "0"],
             &["extra"],
         ] {
             assert!(run(bad).is_err(), "{bad:?} was accepted");

@@ -56,11 +56,15 @@ impl Pwdb {
     /// their configuration.
     pub fn plain(&self, message: &[u8]) -> Option<(String, Option<String>)> {
         let mut parts = message.splitn(3, |&b| b == 0);
-        let (Some(_authzid), Some(user), Some(password)) =
+        let (Some(authzid), Some(user), Some(password)) =
             (parts.next(), parts.next(), parts.next())
         else {
             return None;
         };
+        // No proxy authorization: the identity asked for must be the one authenticated.
+        if !authzid.is_empty() && authzid != user {
+            return None;
+        }
         let entry = self.users.get(user)?;
         if !same(&entry.password, password) {
             return None;
@@ -106,5 +110,10 @@ mod tests {
         assert_eq!(db.plain(b"\0carol\0secret"), None);
         assert_eq!(db.plain(b"\0broken\0"), None);
         assert_eq!(db.plain(b"alice"), None);
+        assert_eq!(
+            db.plain(b"bob\0alice\0secret"),
+            None,
+            "authzid is not authcid"
+        );
     }
 }

@@ -1,98 +1,215 @@
-//! The listener and the connections. The design is a thread per connection with blocking I/O:
-//! simple, and an engine that parks a connection (EWOULDBLOCK) parks only that thread. `-c`
-//! bounds the connections (and so the threads); `-t` is accepted for memcached's command line
-//! and reported in stats, but there is no fixed worker pool to size.
+//! The listener: memcached's thread model. The main thread accepts (TCP, or a unix-domain
+//! socket with `-s`) and hands each connection to one of `-t` workers in turn ([`worker`]);
+//! threads do not grow with connections. `-c` bounds the connections (one over it is closed at
+//! once and counted in `rejected_conns`).
 //!
-//! A connection fires ON_CONNECT before its first engine call and ON_DISCONNECT when it ends
-//! (ON_SWITCH_CONN never fires: a thread serves only its own connection);
-//! its first byte chooses the protocol (0x80: binary, anything else: ASCII), as memcached's
-//! negotiation does.
+//! SIGTERM and SIGINT (or an engine's `shutdown`) stop accepting; each worker then finishes
+//! the requests in flight (closing connections as they become idle, all of them after a few
+//! seconds) and ends, and [`run`] returns for the caller to destroy the engine.
 
 use crate::api::extension::log;
-use crate::api::{callback, server_core};
-use crate::conn::Conn;
-use crate::io::Io;
-use crate::session::{Aligned, Counters, Ctx, Peer, Session};
-use crate::{ascii, binary};
+use crate::api::server_core;
+use crate::session::{Connections, Ctx};
+use crate::worker::{self, Stream};
 use mcb_abi::abi::*;
-use std::io;
-use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering;
+use mio::net::{TcpListener, UnixListener};
+use mio::{Events, Interest, Poll, Token};
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
 
-/// Serves until an engine asks for shutdown (or the listener fails).
-pub fn run(listener: TcpListener, ctx: &'static Ctx) -> io::Result<()> {
-    for stream in listener.incoming() {
-        if server_core::shutdown_requested() {
-            break;
-        }
-        let stream = match stream {
-            Ok(s) => s,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) if server_core::shutdown_requested() => break,
-            Err(e) => {
-                // Out of descriptors and the like: say so, and keep serving who we have.
-                log(EXTENSION_LOG_WARNING, &format!("accept failed: {e}"));
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                continue;
-            }
-        };
-        let c = &ctx.counters;
-        // Relaxed: the count is only a bound; a connection over it by a race is harmless.
-        if c.curr_connections.load(Ordering::Relaxed) >= ctx.options.max_connections as u64 {
-            Counters::bump(&c.rejected_connections);
-            drop(stream);
-            continue;
-        }
-        Counters::bump(&c.curr_connections);
-        Counters::bump(&c.total_connections);
-        let spawned = std::thread::Builder::new()
-            .name("mcb-conn".into())
-            .spawn(move || {
-                serve(stream, ctx);
-                // Relaxed: a statistic (and the bound above).
-                ctx.counters
-                    .curr_connections
-                    .fetch_sub(1, Ordering::Relaxed);
-            });
-        if let Err(e) = spawned {
-            log(
-                EXTENSION_LOG_WARNING,
-                &format!("cannot start a connection thread: {e}"),
-            );
-            // Relaxed: as above.
-            c.curr_connections.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-    Ok(())
+const LISTENER: Token = Token(0);
+const SIGNALS: Token = Token(1);
+
+/// The listening socket.
+#[derive(Debug)]
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
 }
 
-fn serve(stream: TcpStream, ctx: &'static Ctx) {
-    let _ = stream.set_nodelay(true);
-    let conn = Conn::new(stream.as_raw_fd());
-    let cookie = conn.cookie().as_ptr();
-    // SAFETY: ON_CONNECT carries no data; the cookie is live (`conn` holds it).
-    unsafe { callback::fire(ON_CONNECT, std::ptr::null(), cookie) };
-    let mut session = Session {
-        peer: Peer { ctx, conn },
-        io: Io::new(stream),
-        scratch: Aligned::default(),
-    };
-    // A panic (a bug of ours) ends this connection only, and it still gets its ON_DISCONNECT.
-    let panicked = || Err(io::Error::other("the connection's handler panicked"));
-    let served = mcb_abi::boundary::guard(panicked(), || match session.io.fill(1) {
-        Ok(true) if session.io.buffered()[0] == PROTOCOL_BINARY_REQ => binary::serve(&mut session),
-        Ok(true) => ascii::serve(&mut session),
-        Ok(false) => Ok(()),
-        Err(e) => Err(e),
-    });
-    if let Err(e) = served.and_then(|()| session.io.flush()) {
-        if ctx.options.verbosity > 0 {
-            log(EXTENSION_LOG_INFO, &format!("connection closed: {e}"));
+impl Listener {
+    /// Listens on TCP `addr:port` or, given `path`, on a unix-domain socket there (replacing
+    /// a stale socket file), with `backlog` pending connections.
+    pub fn bind(
+        addr: &str,
+        port: u16,
+        path: Option<&std::path::Path>,
+        backlog: i32,
+    ) -> Result<Listener, String> {
+        let listener = match path {
+            Some(path) => {
+                use std::os::unix::fs::FileTypeExt;
+                if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+                    let _ = std::fs::remove_file(path);
+                }
+                let l = std::os::unix::net::UnixListener::bind(path)
+                    .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+                l.set_nonblocking(true).map_err(|e| e.to_string())?;
+                Listener::Unix(UnixListener::from_std(l))
+            }
+            None => {
+                let l = std::net::TcpListener::bind((addr, port))
+                    .map_err(|e| format!("cannot listen on {addr}:{port}: {e}"))?;
+                l.set_nonblocking(true).map_err(|e| e.to_string())?;
+                Listener::Tcp(TcpListener::from_std(l))
+            }
+        };
+        // SAFETY: our listening socket; `listen` again on Linux only sets its backlog.
+        if unsafe { libc::listen(listener.fd(), backlog) } != 0 {
+            return Err(format!(
+                "cannot set the listen backlog: {}",
+                io::Error::last_os_error()
+            ));
+        }
+        Ok(listener)
+    }
+
+    pub fn fd(&self) -> RawFd {
+        match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix(l) => l.as_raw_fd(),
         }
     }
-    // SAFETY: ON_DISCONNECT carries no data; the cookie is live (the session's `conn` is
-    // dropped below, after the handlers ran).
-    unsafe { callback::fire(ON_DISCONNECT, std::ptr::null(), cookie) };
-    // The session's Arc goes; reservations an engine holds keep the Conn alive.
+
+    /// Where it listens, as tests and scripts read it.
+    pub fn describe(&self) -> String {
+        match self {
+            Listener::Tcp(l) => l
+                .local_addr()
+                .map_or_else(|e| format!("? ({e})"), |a| a.to_string()),
+            Listener::Unix(l) => l
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| format!("unix:{}", p.display())))
+                .unwrap_or_else(|| "unix:?".to_owned()),
+        }
+    }
+
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Listener::Tcp(l) => l,
+            Listener::Unix(l) => l,
+        }
+    }
+
+    fn accept(&self) -> io::Result<Stream> {
+        match self {
+            Listener::Tcp(l) => {
+                let (s, _) = l.accept()?;
+                let _ = s.set_nodelay(true);
+                Ok(Stream::Tcp(s))
+            }
+            Listener::Unix(l) => Ok(Stream::Unix(l.accept()?.0)),
+        }
+    }
+}
+
+/// The write end of the signal socket pair (-1 before `run` installs the handlers).
+static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Relaxed: a plain descriptor number, set before the handler was installed.
+    let fd = SIGNAL_FD.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let byte = 1u8;
+        // SAFETY: write(2) is async-signal-safe; `fd` is the socket pair's write end, open for
+        // the life of the process; one byte from a local. A full buffer (a stop is already
+        // pending) is fine to ignore.
+        unsafe { libc::write(fd, std::ptr::from_ref(&byte).cast(), 1) };
+    }
+}
+
+/// Where SIGTERM and SIGINT arrive once [`catch_signals`] ran: the listener watches it.
+#[derive(Debug)]
+pub struct Signals(mio::net::UnixStream);
+
+/// Routes SIGTERM and SIGINT to the returned [`Signals`]; before the server says it listens,
+/// so that a signal from then on stops it gracefully.
+pub fn catch_signals() -> io::Result<Signals> {
+    let (read, write) = UnixStream::pair()?;
+    read.set_nonblocking(true)?;
+    write.set_nonblocking(true)?;
+    // Relaxed: see `on_signal`; the handlers are installed after this store.
+    SIGNAL_FD.store(write.as_raw_fd(), Ordering::Relaxed);
+    std::mem::forget(write); // open for the life of the process: the handler may run late
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: installs an async-signal-safe handler (it only writes one byte).
+        if unsafe { libc::signal(signal, handler) } == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(Signals(mio::net::UnixStream::from_std(read)))
+}
+
+/// Serves until a signal or an engine asks for shutdown; the workers have stopped when it
+/// returns.
+pub fn run(
+    mut listener: Listener,
+    Signals(mut signals): Signals,
+    ctx: &'static Ctx,
+) -> io::Result<()> {
+    server_core::set_listener(listener.fd());
+    let mut poll = Poll::new()?;
+    poll.registry()
+        .register(listener.source(), LISTENER, Interest::READABLE)?;
+    poll.registry()
+        .register(&mut signals, SIGNALS, Interest::READABLE)?;
+    let workers = (0..ctx.options.threads as usize)
+        .map(|i| worker::spawn(i, ctx))
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut next = 0;
+    let mut events = Events::with_capacity(16);
+    // After a failed accept (out of descriptors), try again soon: no new edge may come.
+    let mut retry: Option<Duration> = None;
+    'serve: loop {
+        if let Err(e) = poll.poll(&mut events, retry) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        retry = None;
+        for event in events.iter() {
+            if event.token() == SIGNALS {
+                log(EXTENSION_LOG_INFO, "stopping on a signal");
+                break 'serve;
+            }
+        }
+        loop {
+            if server_core::shutdown_requested() {
+                break 'serve;
+            }
+            match listener.accept() {
+                Ok(stream) => {
+                    let c = &ctx.connections;
+                    // Relaxed: the count is a bound; a connection over it by a race is harmless.
+                    if c.curr.load(Ordering::Relaxed) >= ctx.options.max_connections as u64 {
+                        Connections::bump(&c.rejected);
+                        continue;
+                    }
+                    Connections::bump(&c.curr);
+                    Connections::bump(&c.total);
+                    workers[next].give(stream);
+                    next = (next + 1) % workers.len();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors and the like: say so, and keep serving who we have.
+                    log(EXTENSION_LOG_WARNING, &format!("accept failed: {e}"));
+                    retry = Some(Duration::from_millis(10));
+                    break;
+                }
+            }
+        }
+    }
+    drop(listener);
+    workers.iter().for_each(worker::Handle::stop);
+    workers.into_iter().for_each(worker::Handle::join);
+    let mut drained = [0u8; 16];
+    let _ = signals.read(&mut drained);
+    Ok(())
 }

@@ -1,55 +1,39 @@
-//! One connection's state as the protocols use it, below them and the listener: the shared
-//! context ([`Ctx`], its [`Counters`]), the [`Peer`] (the connection engines know by its cookie,
-//! with the EWOULDBLOCK retry loop and the host's statistics), and the [`Session`] buffers.
+//! One connection's state as the protocols use it, below them and the workers: the shared
+//! context ([`Ctx`]), the [`Peer`] (the connection engines know by its cookie, with the
+//! EWOULDBLOCK handling and the host's statistics), the [`Session`] buffers, and the [`Step`]
+//! a protocol's state machine reports back to its worker.
 
 use crate::api::{server_core, stat};
 use crate::codec::push_stat;
 use crate::conn::{Conn, Cookie};
+use crate::counters::{self, Registry, Stat, Tenant};
 use crate::engine::Engine;
-use crate::io::Io;
+use crate::io::{Input, Output};
 use crate::options::Options;
 use crate::sasl::Pwdb;
 use mcb_abi::abi::*;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Server-wide counters, reported by `stats`. All Relaxed: statistics nobody synchronises on.
+/// Connection counts, written once per connection (not per request). Relaxed: statistics.
 #[derive(Debug, Default)]
-pub struct Counters {
-    pub curr_connections: AtomicU64,
-    pub total_connections: AtomicU64,
-    pub rejected_connections: AtomicU64,
-    pub cmd_get: AtomicU64,
-    pub get_hits: AtomicU64,
-    pub get_misses: AtomicU64,
-    pub cmd_set: AtomicU64,
-    pub cmd_flush: AtomicU64,
-    pub auth_cmds: AtomicU64,
-    pub auth_errors: AtomicU64,
+pub struct Connections {
+    pub curr: AtomicU64,
+    pub total: AtomicU64,
+    pub rejected: AtomicU64,
 }
 
-impl Counters {
+impl Connections {
     pub fn bump(counter: &AtomicU64) {
         // Relaxed: a statistic.
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// `stats reset`: the counters of events go back to zero (not the current connections).
-    pub fn reset(&self) {
-        for counter in [
-            &self.total_connections,
-            &self.rejected_connections,
-            &self.cmd_get,
-            &self.get_hits,
-            &self.get_misses,
-            &self.cmd_set,
-            &self.cmd_flush,
-            &self.auth_cmds,
-            &self.auth_errors,
-        ] {
-            // Relaxed: a statistic.
-            counter.store(0, Ordering::Relaxed);
-        }
+    /// A connection ended.
+    pub fn closed(&self) {
+        // Relaxed: a statistic (and the listener's bound, which a race cannot hurt).
+        self.curr.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -59,16 +43,30 @@ pub struct Ctx {
     pub engine: &'static Engine,
     pub pwdb: Option<Pwdb>,
     pub options: Options,
-    pub counters: Counters,
+    pub connections: Connections,
+    pub counters: Registry,
+    /// The bucket engine's admin user (its `admin=` setting), who sees the server's counters.
+    pub admin: Option<String>,
     pub started: std::time::Instant,
 }
 
-/// A connection as the protocols use it: the shared context and the connection object
-/// engines know by its cookie.
+/// A connection as the protocols use it: the shared context, the connection object engines
+/// know by its cookie, its worker, its tenant's counters, and the EWOULDBLOCK state.
 #[derive(Debug)]
 pub struct Peer {
     pub ctx: &'static Ctx,
     pub conn: Arc<Conn>,
+    pub cookie: Cookie,
+    /// The worker serving the connection (its line in the counters).
+    pub worker: usize,
+    tenant: RefCell<Arc<Tenant>>,
+    /// Set when an engine call answered EWOULDBLOCK: the step stops and runs again once the
+    /// engine notifies.
+    parked: Cell<bool>,
+    /// The status the engine notified, for the call that parked.
+    resume: Cell<Option<ENGINE_ERROR_CODE>>,
+    /// It authenticated, then failed a SASL step: it must authenticate again.
+    lost_identity: Cell<bool>,
 }
 
 /// One connection's state: the peer, its buffers, and a reusable buffer for packets handed to
@@ -76,8 +74,45 @@ pub struct Peer {
 #[derive(Debug)]
 pub struct Session {
     pub peer: Peer,
-    pub io: Io,
+    pub input: Input,
+    pub out: Output,
     pub scratch: Aligned,
+}
+
+impl Session {
+    pub fn new(ctx: &'static Ctx, conn: Arc<Conn>, worker: usize) -> Session {
+        let cookie = conn.cookie();
+        Session {
+            peer: Peer {
+                ctx,
+                conn,
+                cookie,
+                worker,
+                tenant: RefCell::new(ctx.counters.tenant("")),
+                parked: Cell::new(false),
+                resume: Cell::new(None),
+                lost_identity: Cell::new(false),
+            },
+            input: Input::default(),
+            out: Output::default(),
+            scratch: Aligned::default(),
+        }
+    }
+}
+
+/// What one step of a protocol's state machine did.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Step {
+    /// A request was answered; more may be buffered.
+    Done,
+    /// Part of a request was served (a stretch of a multi-get, a piece of a value).
+    More,
+    /// The request is incomplete: read more input.
+    NeedInput,
+    /// An engine call answered EWOULDBLOCK: run the step again once the engine notifies.
+    Parked,
+    /// End the connection (after writing what is queued).
+    Close,
 }
 
 /// A reusable 8-byte-aligned buffer: `protocol_binary_request_header` holds a `u64`, so a packet
@@ -125,26 +160,60 @@ impl Peer {
         self.ctx.engine
     }
 
-    /// The connection's cookie, for engine calls.
-    pub fn cookie(&self) -> Cookie<'_> {
-        self.conn.cookie()
-    }
-
-    /// Runs an engine call; while it answers EWOULDBLOCK, parks the connection until the
-    /// engine's `notify_io_complete` and then retries it (or fails with the notified status),
-    /// as memcached does.
+    /// Runs an engine call as memcached does: after a notification, the call that parked runs
+    /// again if the engine notified SUCCESS, and fails with the notified status otherwise; an
+    /// EWOULDBLOCK parks the connection (the caller's step returns [`Step::Parked`]).
     pub fn retry<T>(
         &self,
-        mut call: impl FnMut() -> Result<T, ENGINE_ERROR_CODE>,
+        call: impl FnOnce() -> Result<T, ENGINE_ERROR_CODE>,
     ) -> Result<T, ENGINE_ERROR_CODE> {
-        loop {
-            match call() {
-                Err(ENGINE_EWOULDBLOCK) => match self.conn.wait_io() {
-                    ENGINE_SUCCESS => continue,
-                    status => return Err(status),
-                },
-                other => return other,
+        if let Some(status) = self.resume.take() {
+            if status != ENGINE_SUCCESS {
+                return Err(status);
             }
+        }
+        let r = call();
+        if matches!(r, Err(ENGINE_EWOULDBLOCK)) {
+            self.parked.set(true);
+        }
+        r
+    }
+
+    /// Whether the last step parked (clearing the mark).
+    pub fn take_parked(&self) -> bool {
+        self.parked.replace(false)
+    }
+
+    /// Hands the engine's notified status to the step about to run again.
+    pub fn resume_with(&self, status: ENGINE_ERROR_CODE) {
+        self.resume.set(Some(status));
+    }
+
+    /// Counts one event for this connection's tenant, on its worker's line.
+    pub fn count(&self, stat: Stat) {
+        self.tenant.borrow().bump(self.worker, stat);
+    }
+
+    /// Records a successful SASL authentication: the connection's tenant is now `user`.
+    pub fn authenticated(&self, user: &str, config: Option<&str>) {
+        self.conn.authenticate(user, config);
+        *self.tenant.borrow_mut() = self.ctx.counters.tenant(user);
+    }
+
+    /// A failed SASL step: the connection is no longer authenticated.
+    pub fn auth_failed(&self) {
+        if self.conn.is_authenticated() {
+            self.lost_identity.set(true);
+        }
+        self.conn.deauthenticate();
+        *self.tenant.borrow_mut() = self.ctx.counters.tenant("");
+    }
+
+    /// Whether this connection sees the server's counters: no SASL identity, or the admin's.
+    fn sees_server(&self) -> bool {
+        match self.conn.user() {
+            None => true,
+            Some(user) => self.ctx.admin.as_deref() == Some(user.as_str()),
         }
     }
 
@@ -166,32 +235,40 @@ impl Peer {
         sink.status
     }
 
-    /// Whether SASL is required and this connection has not authenticated.
+    /// Whether this connection must authenticate before other commands: SASL is required, or
+    /// it lost an identity by a failed step (the engine may still serve it as that user: the
+    /// bucket engine keeps a connection in its bucket until the next successful ON_AUTH).
     pub fn needs_auth(&self) -> bool {
-        self.ctx.options.require_sasl && !self.conn.is_authenticated()
+        (self.ctx.options.require_sasl || self.lost_identity.get()) && !self.conn.is_authenticated()
     }
 
-    /// Statistics of `group` into the sink: the host's own, then the engine's, for the empty
-    /// group; the host's settings for `settings`; `reset` resets ours and the engine's;
+    /// Statistics of `group` into the sink: the host's own, then the engine's (but none the
+    /// host gave), for the empty group; the host's settings for `settings`; `reset` resets
+    /// ours (the tenant's, or the server's for the admin or without SASL) and the engine's;
     /// anything else is the engine's.
     pub fn stats(&self, group: &[u8]) -> ENGINE_ERROR_CODE {
         match group {
             b"" => {
                 self.host_stats();
-                let rc = self.retry(|| ok(self.engine().get_stats(self.cookie(), b"")));
+                let rc = self.retry(|| ok(self.engine().get_stats(&self.cookie, b"")));
+                self.conn.sink().skip.clear();
                 rc.err().unwrap_or(ENGINE_SUCCESS)
             }
             b"settings" => {
-                self.settings_stats();
+                self.push_stats(&self.ctx.options.settings());
                 ENGINE_SUCCESS
             }
             b"reset" => {
-                self.ctx.counters.reset();
-                self.engine().reset_stats(self.cookie());
+                if self.sees_server() {
+                    self.ctx.counters.reset();
+                } else {
+                    self.tenant.borrow().reset();
+                }
+                self.engine().reset_stats(&self.cookie);
                 ENGINE_SUCCESS
             }
             _ => {
-                let rc = self.retry(|| ok(self.engine().get_stats(self.cookie(), group)));
+                let rc = self.retry(|| ok(self.engine().get_stats(&self.cookie, group)));
                 rc.err().unwrap_or(ENGINE_SUCCESS)
             }
         }
@@ -199,10 +276,7 @@ impl Peer {
 
     fn host_stats(&self) {
         let ctx = self.ctx;
-        let c = &ctx.counters;
-        // Relaxed (every load here): statistics.
-        let n = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
-        let stats: [(&str, String); 17] = [
+        let mut stats: Vec<(&'static str, String)> = vec![
             ("pid", std::process::id().to_string()),
             ("uptime", ctx.started.elapsed().as_secs().to_string()),
             (
@@ -214,24 +288,25 @@ impl Peer {
                 "pointer_size",
                 (8 * std::mem::size_of::<usize>()).to_string(),
             ),
-            ("curr_connections", n(&c.curr_connections)),
-            ("total_connections", n(&c.total_connections)),
-            ("rejected_conns", n(&c.rejected_connections)),
-            ("cmd_get", n(&c.cmd_get)),
-            ("get_hits", n(&c.get_hits)),
-            ("get_misses", n(&c.get_misses)),
-            ("cmd_set", n(&c.cmd_set)),
-            ("cmd_flush", n(&c.cmd_flush)),
-            ("auth_cmds", n(&c.auth_cmds)),
-            ("auth_errors", n(&c.auth_errors)),
             ("threads", ctx.options.threads.to_string()),
-            ("evictions_notified", stat::evictions().to_string()),
         ];
+        let counts = if self.sees_server() {
+            let c = &ctx.connections;
+            // Relaxed (every load here): statistics.
+            let n = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
+            stats.push(("curr_connections", n(&c.curr)));
+            stats.push(("total_connections", n(&c.total)));
+            stats.push(("rejected_conns", n(&c.rejected)));
+            stats.push(("evictions_notified", stat::evictions().to_string()));
+            ctx.counters.snapshot()
+        } else {
+            self.tenant.borrow().snapshot()
+        };
+        for (name, value) in counters::NAMES.iter().zip(counts) {
+            stats.push((name, value.to_string()));
+        }
         self.push_stats(&stats);
-    }
-
-    fn settings_stats(&self) {
-        self.push_stats(&self.ctx.options.settings());
+        self.conn.sink().skip = stats.iter().map(|(k, _)| *k).collect();
     }
 
     fn push_stats(&self, stats: &[(&'static str, String)]) {

@@ -148,3 +148,32 @@ fn bad_input_gets_memcached_errors() {
     assert_eq!(c.line(), "CLIENT_ERROR line is too long");
     assert_eq!(good.cmd("get survivor\r\n"), "VALUE survivor 0 5");
 }
+
+#[test]
+fn data_and_lines_may_arrive_in_pieces() {
+    let s = server();
+    let mut c = s.ascii();
+    // A command line cut anywhere, data cut anywhere: answered once whole.
+    for piece in [
+        &b"se"[..],
+        b"t k 0 0 10\r",
+        b"\n01234",
+        b"5678",
+        b"9\r",
+        b"\nget",
+        b" k\r\n",
+    ] {
+        c.send(piece);
+    }
+    assert_eq!(c.line(), "STORED");
+    assert_eq!(c.line(), "VALUE k 0 10");
+    assert_eq!(c.line(), "0123456789");
+    assert_eq!(c.line(), "END");
+    // A value over the engine's limit is refused and its data skipped, even in pieces.
+    c.send(b"set big 0 0 2000000\r\n");
+    assert_eq!(c.line(), "SERVER_ERROR object too large for cache");
+    c.send(&vec![b'x'; 1_000_000]);
+    c.send(&vec![b'x'; 1_000_000]);
+    c.send(b"\r\nget k\r\n");
+    assert_eq!(c.line(), "VALUE k 0 10");
+}

@@ -2,13 +2,16 @@
 # bench.sh: mcb-memcached against Debian's memcached on the same machine and the same workload,
 # as ratios of operations per second and of p99 latency (ours / theirs), with the loadgen example of benches/
 # (a closed loop: each connection waits for its answer). Mixes: get-heavy (90% gets) and
-# set-heavy (50%); 2 and 4 client connections per core. Loopback only; every run is bounded.
+# set-heavy (50%) with 2 and 4 client connections per core; get-heavy with 50, 200 and 1,000
+# connections; and pipelined multi-gets of 100 keys a request (binary GETKQ x 100 + NOOP). Each
+# row also gives each server's CPU time per operation (user + system, from /proc/PID/stat,
+# over the run). Loopback only; every run is bounded.
 #
 # Our server runs libbucket_engine.so with the default bucket on MCB_BENCH_ENGINE_CONFIG
 # (default: the built-in storage engine, as the README's run command serves it; set it to
 # "engine=/abs/path/libtest_engine.so;default=true" to measure the host over the C test engine).
 # MCB_BENCH_BUCKET_ENGINE picks another libbucket_engine.so (default: this tree's release build).
-# memcached runs with as many worker threads as there are cores.
+# Both servers run with as many worker threads as there are cores (-t).
 # MCB_BENCH_SECS (default 5) sets each run's length.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -33,13 +36,15 @@ trap cleanup EXIT
 
 mc_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$(command -v memcached || echo /usr/bin/memcached)" -u "$(id -un)" -l 127.0.0.1 -p "$mc_port" \
-    -t "$cores" -m 512 -U 0 &
+    -t "$cores" -m 512 -U 0 -c 4096 &
 pids+=($!)
+mc_pid=$!
 : >"$work/host.out"
 "$root/target/release/mcb-memcached" -p 0 \
     -E "${MCB_BENCH_BUCKET_ENGINE:-$root/target/release/libbucket_engine.so}" \
-    -e "$config" >"$work/host.out" &
+    -e "$config" -t "$cores" -c 4096 >"$work/host.out" &
 pids+=($!)
+host_pid=$!
 for _ in $(seq 100); do
     host_port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/host.out")
     [ -n "$host_port" ] && break
@@ -50,18 +55,48 @@ sleep 0.2
 
 field() { sed -n "s/.*$1=\([0-9]*\).*/\1/p"; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+# CPU ticks (user + system) a process has used so far.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+# Microseconds of CPU per operation: ticks used over ops.
+us_per_op() { awk -v t="$1" -v n="$2" -v hz="$hz" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }'; }
 
-printf '%-10s %5s %12s %12s %8s %9s %9s %8s\n' mix conns memcached_ops mcb_ops ratio mc_p99us mcb_p99us ratio
+# Runs loadgen against port $1 (pid $2) with the rest of the arguments; prints its line with
+# cpu_ticks= appended.
+measure() {
+    local port=$1 pid=$2 before after line
+    shift 2
+    before=$(ticks "$pid")
+    line=$(timeout $((secs + 120)) "$loadgen" --port "$port" --secs "$secs" "$@")
+    after=$(ticks "$pid")
+    echo "$line cpu_ticks=$((after - before))"
+}
+
+printf '%-10s %5s %12s %12s %6s %8s %8s %6s %9s %9s %6s\n' mix conns mc_ops mcb_ops ratio \
+    mc_p99us mcb_p99us ratio mc_cpu_us mcb_cpu_us ratio
+row() {
+    local name=$1 conns=$2 theirs ours
+    shift 2
+    theirs=$(measure "$mc_port" "$mc_pid" --conns "$conns" "$@")
+    ours=$(measure "$host_port" "$host_pid" --conns "$conns" "$@")
+    local t_ops o_ops t_p99 o_p99 t_cpu o_cpu
+    t_ops=$(field ops_per_sec <<<"$theirs") o_ops=$(field ops_per_sec <<<"$ours")
+    t_p99=$(field p99_us <<<"$theirs") o_p99=$(field p99_us <<<"$ours")
+    t_cpu=$(us_per_op "$(field cpu_ticks <<<"$theirs")" "$(field ops <<<"$theirs")")
+    o_cpu=$(us_per_op "$(field cpu_ticks <<<"$ours")" "$(field ops <<<"$ours")")
+    printf '%-10s %5d %12d %12d %6s %8d %8d %6s %9s %9s %6s\n' "$name" "$conns" "$t_ops" "$o_ops" \
+        "$(div "$o_ops" "$t_ops")" "$t_p99" "$o_p99" "$(div "$o_p99" "$t_p99")" \
+        "$t_cpu" "$o_cpu" "$(div "$o_cpu" "$t_cpu")"
+}
+
 for mix in get-heavy:0.9 set-heavy:0.5; do
     name=${mix%%:*} ratio=${mix##*:}
     for per_core in 2 4; do
-        conns=$((per_core * cores))
-        theirs=$(timeout $((secs + 60)) "$loadgen" --port "$mc_port" --conns "$conns" --secs "$secs" --get-ratio "$ratio")
-        ours=$(timeout $((secs + 60)) "$loadgen" --port "$host_port" --conns "$conns" --secs "$secs" --get-ratio "$ratio")
-        t_ops=$(field ops_per_sec <<<"$theirs") o_ops=$(field ops_per_sec <<<"$ours")
-        t_p99=$(field p99_us <<<"$theirs") o_p99=$(field p99_us <<<"$ours")
-        printf '%-10s %5d %12d %12d %8s %9d %9d %8s\n' "$name" "$conns" "$t_ops" "$o_ops" \
-            "$(div "$o_ops" "$t_ops")" "$t_p99" "$o_p99" "$(div "$o_p99" "$t_p99")"
+        row "$name" $((per_core * cores)) --get-ratio "$ratio"
     done
 done
-echo "(ratio: ours / memcached's; ops higher is better, p99 lower is better)"
+for conns in 50 200 1000; do
+    row get-heavy "$conns" --get-ratio 0.9
+done
+row multiget $((2 * cores)) --multi 100
+echo "(ratio: ours / memcached's; ops higher is better, p99 and CPU per op lower is better)"

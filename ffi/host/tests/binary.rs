@@ -178,7 +178,15 @@ fn unknown_opcodes_go_to_the_engine() {
 
 #[test]
 fn ewouldblock_parks_the_connection_until_notified() {
-    let s = server();
+    // One worker: the parked connection and the others share its event loop.
+    let s = Server::start(&[
+        "-E",
+        test_engine().to_str().unwrap(),
+        "-e",
+        "cache_size=1m",
+        "-t",
+        "1",
+    ]);
     let mut parked = s.binary();
     let mut other = s.binary();
     // ASYNC "wait": EWOULDBLOCK, completed from the engine's thread only after GATE.
@@ -201,10 +209,13 @@ fn bad_input_never_affects_another_connection() {
     let mut good = s.binary();
     good.set(b"survivor", b"alive", 0);
 
-    // A key over 250 bytes: EINVAL, and the connection goes on.
+    // A key over 250 bytes: EINVAL on any opcode (as memcached), and the connection goes on.
     let mut c = s.binary();
     let long = vec![b'k'; 251];
     assert_eq!(c.call(SET, &expiry(0), &long, b"v", 0).status, EINVAL);
+    assert_eq!(c.call(INCR, &arith(1, 0, 0), &long, &[], 0).status, EINVAL);
+    assert_eq!(c.call(GET, &[], &long, &[], 0).status, EINVAL);
+    assert_eq!(c.call(DELETE, &[], &long, &[], 0).status, EINVAL);
     assert_eq!(c.call(NOOP, &[], &[], &[], 0).status, SUCCESS);
 
     // Bad magic after a binary request (the first byte chose the protocol): closed.
@@ -255,7 +266,7 @@ fn sasl_is_required_with_dash_s() {
     let dir = std::env::temp_dir().join(format!("mcb-host-sasl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pwdb = dir.join("pw");
-    std::fs::write(&pwdb, "alice secret\n").unwrap();
+    std::fs::write(&pwdb, "alice secret\nbob hunter2\n").unwrap();
     let s = Server::start(&[
         "-E",
         test_engine().to_str().unwrap(),
@@ -271,6 +282,43 @@ fn sasl_is_required_with_dash_s() {
     assert_eq!(c.get(b"k").status, KEY_ENOENT);
     let mut a = s.ascii();
     assert_eq!(a.cmd("get k\r\n"), "CLIENT_ERROR unauthenticated");
+
+    // A failed step de-authenticates: bob failing as alice is no longer bob.
+    let mut c = s.binary();
+    assert_eq!(c.auth("bob", "hunter2").status, SUCCESS);
+    assert_eq!(c.get(b"k").status, KEY_ENOENT);
+    assert_eq!(c.auth("alice", "wrong").status, AUTH_ERROR);
+    assert_eq!(c.get(b"k").status, AUTH_ERROR);
+
+    // PLAIN's authzid must be empty or the authcid.
+    let mut c = s.binary();
+    let as_other = c.call(SASL_AUTH, &[], b"PLAIN", b"bob\0alice\0secret", 0);
+    assert_eq!(as_other.status, AUTH_ERROR);
+    let as_self = c.call(SASL_AUTH, &[], b"PLAIN", b"alice\0alice\0secret", 0);
+    assert_eq!(as_self.status, SUCCESS);
+}
+
+#[test]
+fn no_stat_is_named_twice() {
+    let s = server();
+    let mut c = s.binary();
+    c.set(b"k", b"v", 0);
+    c.get(b"k");
+    let stats = c.stats(b"");
+    let mut names: Vec<&str> = stats.iter().map(|(k, _)| k.as_str()).collect();
+    names.sort_unstable();
+    let total = names.len();
+    names.dedup();
+    assert_eq!(names.len(), total, "{stats:?}");
+    for name in [
+        "cmd_get",
+        "get_hits",
+        "cmd_set",
+        "curr_connections",
+        "threads",
+    ] {
+        assert!(names.contains(&name), "{name} missing: {stats:?}");
+    }
 }
 
 #[test]
@@ -324,7 +372,14 @@ fn a_reserved_cookie_outlives_its_connection() {
 
 #[test]
 fn a_long_pipeline_is_answered_in_order() {
-    let s = server();
+    // Served in turns of one request (-R 1) as well as memcached's default 20.
+    for per_turn in ["20", "1"] {
+        let engine = test_engine().to_str().unwrap();
+        long_pipeline(&Server::start(&["-E", engine, "-R", per_turn, "-t", "1"]));
+    }
+}
+
+fn long_pipeline(s: &Server) {
     let mut c = s.binary();
     assert_eq!(c.set(b"pipe", &[b'p'; 1000], 0).status, SUCCESS);
     const N: usize = 5000;
@@ -340,4 +395,30 @@ fn a_long_pipeline_is_answered_in_order() {
         assert_eq!((r.opcode, r.status, r.value.len()), (GETK, SUCCESS, 1000));
     }
     sender.join().unwrap();
+}
+
+#[test]
+fn large_values_stream_intact_through_a_pipeline() {
+    let s = server();
+    let mut c = s.binary();
+    // Over the size copied into the output: written from the held item.
+    let value: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(c.set(b"large", &value, 5).status, SUCCESS);
+    const N: usize = 50;
+    let mut batch = Vec::new();
+    for _ in 0..N {
+        batch.extend_from_slice(&packet(GETK, &[], b"large", &[], 0));
+        batch.extend_from_slice(&packet(NOOP, &[], &[], &[], 0));
+    }
+    c.send(&batch);
+    for _ in 0..N {
+        let r = c.recv();
+        assert_eq!(
+            (r.opcode, r.status, r.key.as_slice()),
+            (GETK, SUCCESS, &b"large"[..])
+        );
+        assert_eq!(r.extras, 5u32.to_be_bytes());
+        assert!(r.value == value, "a streamed value differs");
+        assert_eq!(c.recv().opcode, NOOP);
+    }
 }

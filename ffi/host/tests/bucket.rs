@@ -103,6 +103,8 @@ fn users_see_only_their_own_buckets() {
     assert_eq!(bob.get(b"k").value, b"bob's");
     assert_eq!(login(&f, "alice", "apw").get(b"k").value, b"alice's");
     assert_eq!(alice.auth("alice", "nope").status, AUTH_ERROR);
+    // (A failed step loses the identity: log in again.)
+    let mut alice = login(&f, "alice", "apw");
 
     // Only the admin may run admin commands.
     assert_eq!(create(&mut alice, &f, "mine").status, UNKNOWN_COMMAND);
@@ -202,4 +204,54 @@ fn deleting_a_bucket_under_load_loses_nothing_elsewhere() {
         }
     }
     assert_eq!(list(&mut admin), ["alice", "carol"]);
+}
+
+fn stat(c: &mut Bin, name: &str) -> Option<String> {
+    let stats = c.stats(b"");
+    stats.into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+#[test]
+fn tenants_see_and_reset_only_their_own_counters() {
+    let f = start("");
+    let mut alice = login(&f, "alice", "apw");
+    let mut bob = login(&f, "bob", "bpw");
+    let mut admin = login(&f, "admin", "adminpw");
+    assert_eq!(alice.set(b"k", b"v", 0).status, SUCCESS);
+    for _ in 0..3 {
+        assert_eq!(alice.get(b"k").status, SUCCESS);
+    }
+    assert_eq!(bob.get(b"k").status, KEY_ENOENT);
+    assert_eq!(stat(&mut alice, "cmd_get").as_deref(), Some("3"));
+    assert_eq!(stat(&mut alice, "get_hits").as_deref(), Some("3"));
+    assert_eq!(stat(&mut bob, "cmd_get").as_deref(), Some("1"));
+    assert_eq!(stat(&mut bob, "get_misses").as_deref(), Some("1"));
+    assert_eq!(stat(&mut admin, "cmd_get").as_deref(), Some("4"));
+    // Server-wide connection counts are the admin's to see.
+    assert_eq!(stat(&mut alice, "curr_connections"), None);
+    assert!(stat(&mut admin, "curr_connections").is_some());
+
+    // A tenant's reset is its own.
+    alice.stats(b"reset");
+    assert_eq!(stat(&mut alice, "cmd_get").as_deref(), Some("0"));
+    assert_eq!(stat(&mut bob, "cmd_get").as_deref(), Some("1"));
+    assert_eq!(stat(&mut admin, "cmd_get").as_deref(), Some("4"));
+    // The admin's resets the server's, not the tenants'.
+    admin.stats(b"reset");
+    assert_eq!(stat(&mut admin, "cmd_get").as_deref(), Some("0"));
+    assert_eq!(stat(&mut bob, "cmd_get").as_deref(), Some("1"));
+}
+
+#[test]
+fn a_failed_auth_step_loses_the_identity_without_dash_s_too() {
+    let f = start("");
+    let mut bob = login(&f, "bob", "bpw");
+    assert_eq!(bob.set(b"k", b"bob's", 0).status, SUCCESS);
+    // Failing as alice: no longer bob, and not served until it authenticates again.
+    assert_eq!(bob.auth("alice", "wrong").status, AUTH_ERROR);
+    assert_eq!(bob.get(b"k").status, AUTH_ERROR);
+    assert_eq!(bob.auth("bob", "bpw").status, SUCCESS);
+    assert_eq!(bob.get(b"k").value, b"bob's");
+    // A connection that never authenticated is served as before (the default bucket).
+    assert_eq!(f.server.binary().get(b"k").status, KEY_ENOENT);
 }

@@ -1,5 +1,6 @@
 //! The command line: bad options and engines that fail to load end the process with a clear
-//! message and a non-zero status.
+//! message and a non-zero status; signals stop it with status 0; `-s`, `-B` and
+//! `-o idle_timeout` do what memcached's do.
 
 mod common;
 use common::*;
@@ -90,4 +91,112 @@ fn the_host_links_no_engine_code() {
             .any(|w| w == crate_name.as_bytes());
         assert!(!linked, "mcb-memcached contains {crate_name} symbols");
     }
+}
+
+#[test]
+fn dash_s_without_a_password_file_refuses_to_start() {
+    let engine = test_engine().to_str().unwrap();
+    let (code, stderr) = run_to_exit(&["-p", "0", "-E", engine, "-S"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("-S requires a SASL password file"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sigterm_finishes_requests_in_flight_destroys_the_engine_and_exits_0() {
+    let engine = test_engine().to_str().unwrap();
+    let mut s = Server::spawn(&["-E", engine, "-v"], &[], std::process::Stdio::piped());
+    let mut parked = s.binary();
+    let mut other = s.binary();
+    // In flight at the signal: a parked request, and a SET whose value is half sent.
+    parked.send(&packet(0xe1, &[], &[], b"wait", 0));
+    other.wait_for_stat("async_pending", "1");
+    let mut extras = 0u32.to_be_bytes().to_vec();
+    extras.extend_from_slice(&0u32.to_be_bytes());
+    let set = packet(SET, &extras, b"k", b"0123456789", 0);
+    other.send(&set[..set.len() - 5]);
+    s.signal(libc::SIGTERM);
+    // Once the listener is gone, the rest of the SET and the GATE that completes the parked
+    // request arrive: both requests are answered.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while std::net::TcpStream::connect(("127.0.0.1", s.port)).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "still accepting");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut rest = set[set.len() - 5..].to_vec();
+    rest.extend_from_slice(&packet(0xe2, &[], &[], &[], 0));
+    other.send(&rest);
+    assert_eq!(other.recv().status, SUCCESS, "the SET");
+    assert_eq!(other.recv().status, SUCCESS, "the GATE");
+    let done = parked.recv();
+    assert_eq!(
+        (done.opcode, done.value.as_slice()),
+        (0xe1, &b"async done"[..])
+    );
+    // Then the idle connections are closed, the engine destroyed, and the status is 0.
+    assert!(other.try_recv().is_none());
+    assert_eq!(s.wait(), Some(0));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut s.take_stderr().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("the engine is destroyed"), "{stderr}");
+}
+
+#[test]
+fn sigint_stops_an_idle_server_with_status_0() {
+    let engine = test_engine().to_str().unwrap();
+    let mut s = Server::start(&["-E", engine]);
+    let _idle = s.binary();
+    s.signal(libc::SIGINT);
+    assert_eq!(s.wait(), Some(0));
+}
+
+#[test]
+fn a_unix_socket_serves_with_dash_s() {
+    use std::io::{BufRead, BufReader, Write};
+    let path = std::env::temp_dir().join(format!("mcb-host-{}.sock", std::process::id()));
+    let engine = test_engine().to_str().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcb-memcached"))
+        .args(["-E", engine, "-s"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains(&format!("unix:{}", path.display())), "{line}");
+    let mut c = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    c.set_read_timeout(Some(TIMEOUT)).unwrap();
+    c.write_all(b"set k 0 0 1\r\nx\r\nget k\r\n").unwrap();
+    let mut r = BufReader::new(c);
+    let mut reply = Vec::new();
+    for _ in 0..4 {
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        reply.push(l.trim_end().to_owned());
+    }
+    assert_eq!(reply, ["STORED", "VALUE k 0 1", "x", "END"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn dash_b_restricts_the_protocol_and_idle_timeout_closes_idle_connections() {
+    let engine = test_engine().to_str().unwrap();
+    let s = Server::start(&["-E", engine, "-B", "binary", "-o", "idle_timeout=1"]);
+    let mut ascii = s.ascii();
+    ascii.send(b"version\r\n");
+    assert_eq!(
+        ascii.line(),
+        "",
+        "an ASCII client is closed under -B binary"
+    );
+    let mut c = s.binary();
+    assert_eq!(c.call(NOOP, &[], &[], &[], 0).status, SUCCESS);
+    // Idle past the timeout: the server closes the connection (the read sees the end).
+    assert!(c.try_recv().is_none());
 }

@@ -8,9 +8,10 @@
 #     loaded directly, libbucket_engine.so with the test engine as the default bucket, the
 #     default (libbucket_engine.so with the built-in engine as the default bucket), and the
 #     built-in engine's own library (libmcb_engine.so) loaded directly.
-#  2. pymemcache (ASCII) against the default bucket.
-#  3. python-binary-memcached (binary, SASL PLAIN): several users each see only their own
-#     bucket; the admin creates, lists, selects and deletes buckets over the wire; deleting a
+#     The default runs with -t 4 (the default), -t 1 and -t 8.
+#  2. pymemcache (ASCII) against the default bucket, with -t 4, 1 and 8.
+#  3. python-binary-memcached (binary, SASL PLAIN), with -t 4, 1 and 8: several users each
+#     see only their own bucket; the admin creates, lists, selects and deletes buckets over the wire; deleting a
 #     bucket while other connections write to theirs loses nothing in the other buckets.
 #
 # Needs: cargo, make, cc, python3; installs (when missing, as root) Debian's memcached and
@@ -112,16 +113,19 @@ echo "== memccapable: mcb-memcached, libbucket_engine.so (default bucket: the te
 start_host -E "$bucket" -e "engine=$engine;default=true"
 compare bucket-engine "$port"
 
-echo "== memccapable: mcb-memcached as the README runs it (default bucket: engine=builtin)"
-start_host
-compare builtin "$port"
+for threads in 4 1 8; do
+    echo "== memccapable: mcb-memcached as the README runs it (default bucket: engine=builtin), -t $threads"
+    start_host -t "$threads"
+    compare "builtin-t$threads" "$port"
+done
 
 echo "== memccapable: mcb-memcached, the built-in storage engine loaded directly"
 start_host -E "$root/target/$profile/libmcb_engine.so"
 compare storage-engine "$port"
 
-echo "== pymemcache (ASCII) against the default bucket"
-timeout "$step_timeout" python3 - "$port" <<'EOF'
+# pymemcache (ASCII) against the default bucket on port $1.
+pymemcache_checks() {
+timeout "$step_timeout" python3 - "$1" <<'EOF'
 import sys
 from pymemcache.client.base import Client
 
@@ -148,13 +152,19 @@ big = b"x" * 100000
 assert c.set("big", big) and c.get("big") == big
 print("pymemcache: all checks passed")
 EOF
+}
 
-echo "== python-binary-memcached (SASL) and the bucket admin commands"
+for threads in 4 1 8; do
+    echo "== pymemcache (ASCII) against the default bucket, -t $threads"
+    start_host -t "$threads"
+    pymemcache_checks "$port"
+done
+
 pw=$work/isasl.pw
 printf 'admin adminpw\nalice alicepw\nbob bobpw\ncarol carolpw\n' >"$pw"
-start_host -E "$bucket" -e "engine=$engine;default=true;admin=admin;auto_create=false" \
-    --sasl-pwdb "$pw"
-timeout "$step_timeout" python3 - "$port" "$engine" <<'EOF'
+# python-binary-memcached (SASL) and the bucket admin commands against port $1.
+bmemcached_checks() {
+timeout "$step_timeout" python3 - "$1" "$engine" <<'EOF'
 import socket, struct, sys, threading
 import bmemcached
 import bmemcached.exceptions
@@ -241,4 +251,12 @@ status, names = admin.call(0x87)
 assert sorted(names.split()) == [b"alice", b"carol"], names
 print("python-binary-memcached: all checks passed")
 EOF
+}
+
+for threads in 4 1 8; do
+    echo "== python-binary-memcached (SASL) and the bucket admin commands, -t $threads"
+    start_host -t "$threads" -E "$bucket" \
+        -e "engine=$engine;default=true;admin=admin;auto_create=false" --sasl-pwdb "$pw"
+    bmemcached_checks "$port"
+done
 echo "== real clients: all passed"

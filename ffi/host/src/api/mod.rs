@@ -112,8 +112,9 @@ pub fn init(settings: Settings) {
 /// memcached's `get_server_api`, handed to `create_instance`.
 ///
 /// # Safety
-/// None of its own (it takes nothing); `unsafe extern "C"` is the type engines expect. What it
-/// returns is shared with every engine: write only its `engine` field, through [`set_engine`].
+/// None beyond C's: it takes no argument and returns the static server handle (NULL before
+/// `api::init`); `unsafe` only because it is the C type an engine calls. What it returns is
+/// shared with every engine: write only its `engine` field, through [`set_engine`].
 pub unsafe extern "C" fn get_server_api() -> *mut SERVER_HANDLE_V1 {
     guard(std::ptr::null_mut(), || handle().server.get())
 }

@@ -120,11 +120,10 @@ unsafe extern "C" fn hash(data: *const c_void, size: usize, seed: u32) -> u32 {
     })
 }
 
-/// Tells `shutdown` which socket to wake.
-pub fn set_listener(listener: &std::net::TcpListener) {
-    use std::os::fd::AsRawFd;
+/// Tells `shutdown` which socket to wake (the listening socket's descriptor).
+pub fn set_listener(fd: std::os::fd::RawFd) {
     // Relaxed: the descriptor is a plain number; `shutdown` acts on it through the kernel.
-    LISTENER.store(listener.as_raw_fd(), Ordering::Relaxed);
+    LISTENER.store(fd, Ordering::Relaxed);
 }
 
 /// Whether an engine asked the server to shut down.
@@ -146,7 +145,7 @@ unsafe extern "C" fn shutdown() {
         let fd = LISTENER.load(Ordering::Relaxed);
         if fd >= 0 {
             // SAFETY: our listening socket, which lives as long as the process serves; shutting
-            // it down makes the blocked accept return, and the listener sees the flag.
+            // it down wakes the listener's poll, and the listener sees the flag.
             unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         }
     })

@@ -5,6 +5,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -54,12 +55,17 @@ impl Server {
     }
 
     pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::spawn(args, env, Stdio::inherit())
+    }
+
+    /// Starts the host with `args` and `env`, its stderr going to `stderr`.
+    pub fn spawn(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcb-memcached"))
             .args(["-p", "0"])
             .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start mcb-memcached");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -77,6 +83,46 @@ impl Server {
             panic!("mcb-memcached did not start ({status}); it printed {line:?}");
         };
         Server { child, port }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A number from the server's `/proc/PID/status` (`VmRSS` in KiB, `Threads`).
+    pub fn status(&self, field: &str) -> u64 {
+        let text = fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("status");
+        text.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/PID/status"))
+    }
+
+    /// The server's resident memory, in bytes.
+    pub fn rss(&self) -> u64 {
+        self.status("VmRSS") * 1024
+    }
+
+    /// Sends `signal` to the server.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid (not yet reaped: `child` is not waited).
+        assert_eq!(unsafe { libc::kill(self.pid() as i32, signal) }, 0);
+    }
+
+    /// Waits for the server to exit (after a signal); its status code.
+    pub fn wait(&mut self) -> Option<i32> {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not exit"
+            );
+            // A pause between polls only saves CPU: the loop ends on the exit.
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     pub fn connect(&self) -> TcpStream {
@@ -97,6 +143,13 @@ impl Server {
             r: BufReader::new(s.try_clone().expect("clone")),
             w: s,
         }
+    }
+}
+
+impl Server {
+    /// The child's stderr, when it was piped.
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.stderr.take()
     }
 }
 
