@@ -66,6 +66,24 @@ fn bucket_client_never_sees_stopped_broken_no_store_load_order() {
 }
 
 #[test]
+fn bucket_client_never_sees_stopped_broken_relaxed_increment() {
+    caught(
+        Mutant::EnterCountsRelaxed,
+        "engine called after destroy",
+        client_races_delete,
+    );
+}
+
+#[test]
+fn bucket_client_never_sees_stopped_broken_acquire_state_load() {
+    caught(
+        Mutant::EnterLoadsStateAcquire,
+        "engine called after destroy",
+        client_races_delete,
+    );
+}
+
+#[test]
 fn bucket_client_never_sees_stopped_broken_own_stripe_only() {
     caught(
         Mutant::LeaveReadsOwnStripeOnly,
@@ -93,6 +111,9 @@ fn two_leavers_race_the_stopper() {
     for client in clients {
         client.join().unwrap();
     }
+    // Whoever left last started the shutdown: the delete completes before global destroy.
+    registry.join_shutdowns();
+    assert_eq!(env.events().notified(), [7], "the delete never completed");
     registry.destroy();
     assert_eq!(
         env.events().destroyed(),
@@ -106,6 +127,15 @@ fn two_leavers_race_the_stopper() {
 #[test]
 fn bucket_stops_exactly_once() {
     check(two_leavers_race_the_stopper);
+}
+
+#[test]
+fn bucket_stops_exactly_once_broken_release_decrement() {
+    caught(
+        Mutant::LeaveUncountsRelease,
+        "the delete never completed",
+        two_leavers_race_the_stopper,
+    );
 }
 
 #[test]
@@ -277,5 +307,38 @@ fn bucket_registry_one_bucket_per_name_broken_check_outside_lock() {
         Mutant::CreateChecksOutsideLock,
         "two live buckets",
         two_creates_one_name,
+    );
+}
+
+/// A client looks the bucket up, enters it and calls it while it is being created: it finds
+/// nothing, or finds it RUNNING with its initialisation visible (the test engine's initialize
+/// writes with no ordering of its own, as a real engine's plain writes).
+fn create_races_call() {
+    let env = TestEnv::new();
+    let registry = Registry::new(env.clone(), Config::default()).expect("registry");
+    let client = {
+        let registry = registry.clone();
+        thread::spawn(move || {
+            if let Some(bucket) = registry.find("x") {
+                one_call(&registry, bucket.arc());
+            }
+        })
+    };
+    drop(registry.create("x", "test.so", "").expect("create"));
+    client.join().unwrap();
+    registry.destroy();
+}
+
+#[test]
+fn bucket_create_publishes_initialised_engine() {
+    check(create_races_call);
+}
+
+#[test]
+fn bucket_create_publishes_initialised_engine_broken_relaxed_start() {
+    caught(
+        Mutant::StartStoresRelaxed,
+        "engine called before initialize",
+        create_races_call,
     );
 }

@@ -11,7 +11,8 @@
 pub enum Mutant {
     /// The real code.
     None = 0,
-    /// `store_load_fence` does nothing under loom either: the Dekker handshake loses its order.
+    /// `atomic::Ordered::then` emits no fence under loom either: the Dekker handshake loses its
+    /// order.
     NoStoreLoadFence,
     /// `enter` checks the state before counting itself in (check-then-act).
     EnterChecksBeforeCounting,
@@ -33,6 +34,28 @@ pub enum Mutant {
     LoaderSkipsRecheck,
     /// A promotion into L1 reads the invalidation generation after reading L2, not before.
     L1TagsAfterL2Read,
+    /// `Clients::enter` increments its stripe Relaxed instead of SeqCst.
+    EnterCountsRelaxed,
+    /// `Clients::leave` decrements its stripe Release instead of SeqCst.
+    LeaveUncountsRelease,
+    /// `Handle::enter` loads the state Acquire instead of SeqCst.
+    EnterLoadsStateAcquire,
+    /// `Handle::start` stores RUNNING Relaxed instead of SeqCst.
+    StartStoresRelaxed,
+}
+
+/// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.
+#[inline(always)]
+pub fn ordering(
+    bug: Mutant,
+    real: crate::sync::atomic::Ordering,
+    broken: crate::sync::atomic::Ordering,
+) -> crate::sync::atomic::Ordering {
+    if active(bug) {
+        broken
+    } else {
+        real
+    }
 }
 
 #[cfg(mcb_loom)]
