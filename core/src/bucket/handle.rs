@@ -194,6 +194,9 @@ impl<E: Engine> Handle<E> {
         let (state, _) = counted.then(order, |o| self.state.load(o));
         if state == State::Running as u8 {
             Ok(stripe)
+        } else if mutant::active(Mutant::BackOutSkipsStop) {
+            let _ = self.clients.leave(stripe);
+            Err(false)
         } else {
             Err(self.leave(stripe))
         }

@@ -42,6 +42,17 @@ pub enum Mutant {
     EnterLoadsStateAcquire,
     /// `Handle::start` stores RUNNING Relaxed instead of SeqCst.
     StartStoresRelaxed,
+    /// A client backing out of a bucket that is not RUNNING leaves without the last-leaver
+    /// check (so the bucket may never stop).
+    BackOutSkipsStop,
+    /// `Connection::release` takes its reservation with a Relaxed CAS instead of AcqRel.
+    ReleaseCasRelaxed,
+    /// `Cache::delete` does not bump the key's generation.
+    DeleteSkipsBump,
+    /// `Cache::purge` does not bump the generations.
+    PurgeSkipsBump,
+    /// A loaded value is tagged with the generation read after its L2 write, not before.
+    StoreTagsAfterWrite,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.
