@@ -75,9 +75,9 @@ fn a_flood_of_large_values_from_many_threads_stays_within_cache_size() {
     });
     // Relaxed: the threads joined.
     let peak = PEAK.load(Ordering::Relaxed) - base;
-    // Each writer holds one item it has not stored yet, and may hold the one it just stored
-    // (dropped once `store` returns); 1 MiB covers nodes, keys and the threads' stacks.
-    let bound = cache_size + 2 * THREADS * (VALUE + 1024) + PAGE_SIZE;
+    // Each writer holds the one item it has not stored yet; 1 MiB covers the threads' own
+    // allocations. (Before retired bytes were charged, this peaked near 590 MB.)
+    let bound = cache_size + THREADS * (VALUE + 4096) + PAGE_SIZE;
     assert!(
         peak <= bound,
         "peak live bytes {peak} over {bound} (cache_size {cache_size})"

@@ -85,6 +85,18 @@ fn tiers_l2_reclamation_catches_eager_free() {
     );
 }
 
+/// In models every retired node goes to the collector at once (a batch of one), so the
+/// handover runs while the reader may still hold the node: freeing the batch there, without
+/// the grace period, is caught.
+#[test]
+fn tiers_l2_reclamation_catches_a_batch_freed_at_handover() {
+    caught(
+        Mutant::L2FreesBatchAtHandover,
+        "L2 node used after free",
+        l2_read_remove_insert,
+    );
+}
+
 /// Two concurrent misses of one key: the loader runs exactly once and both get its value.
 fn single_flight() {
     let cache = cache();

@@ -96,9 +96,9 @@ pub mod atomic {
 /// Threads.
 pub mod thread {
     #[cfg(mcb_loom)]
-    pub use loom::thread::{spawn, JoinHandle};
+    pub use loom::thread::{spawn, yield_now, JoinHandle};
     #[cfg(not(mcb_loom))]
-    pub use std::thread::{spawn, JoinHandle};
+    pub use std::thread::{spawn, yield_now, JoinHandle};
 
     #[cfg(mcb_loom)]
     pub use inline::Scope;

@@ -30,6 +30,9 @@ pub enum Mutant {
     CreateChecksOutsideLock,
     /// The L2 frees a node as soon as it is unlinked instead of after the epoch grace period.
     L2FreesEagerly,
+    /// The L2 frees a batch of retired nodes when it hands it to the collector, without the
+    /// epoch grace period.
+    L2FreesBatchAtHandover,
     /// The loader path skips re-reading L2 after taking the per-key lock.
     LoaderSkipsRecheck,
     /// A promotion into L1 reads the invalidation generation after reading L2, not before.
