@@ -98,6 +98,8 @@ pub mod thread {
     #[cfg(mcb_loom)]
     pub use loom::thread::{spawn, yield_now, JoinHandle};
     #[cfg(not(mcb_loom))]
+    pub use std::thread::sleep;
+    #[cfg(not(mcb_loom))]
     pub use std::thread::{spawn, yield_now, JoinHandle};
 
     #[cfg(mcb_loom)]

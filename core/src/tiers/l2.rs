@@ -44,11 +44,13 @@ const RETIRE_BATCH: usize = 64;
 #[cfg(mcb_loom)]
 const RETIRE_BATCH: usize = 1;
 
-/// Collector rounds (pin, advance, collect) a writer runs to free retired bytes before it
-/// gives up and fails its write: a batch is freed two epochs after it was handed over, so
-/// three rounds do unless a pinned thread lags (descheduled: the rounds yield to it).
+/// How long a writer drives the collector to free retired bytes before it gives up and fails
+/// its write. A batch is freed two epochs after it was handed over, so three rounds (pin,
+/// advance, collect) do unless a pinned thread lags: descheduled, or stalled in the kernel
+/// (page faults, mmap) on a loaded machine. The rounds first yield to it, then sleep, backing
+/// off to 1 ms, for about this long in all: only a thread pinned that long makes a write fail.
 #[cfg(not(mcb_loom))]
-const RECLAIM_ROUNDS: usize = 4096;
+const RECLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What L2 keeps for a key.
 #[derive(Debug)]
@@ -270,7 +272,10 @@ impl<T: Send + Sync + 'static> L2<T> {
 
     /// Bytes in use by the entries stored.
     pub fn used_bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.state.lock().policy.used()).sum()
+        self.shards
+            .iter()
+            .map(|s| s.state.lock().policy.used())
+            .sum()
     }
 
     /// Bytes of removed, replaced and evicted entries not yet freed (charged against the
@@ -284,7 +289,10 @@ impl<T: Send + Sync + 'static> L2<T> {
 
     /// Entries stored (live or stale).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.state.lock().policy.len()).sum()
+        self.shards
+            .iter()
+            .map(|s| s.state.lock().policy.len())
+            .sum()
     }
 
     /// Whether no entry is stored.
@@ -584,16 +592,26 @@ impl<T: Send + Sync + 'static> L2<T> {
     fn reclaim_shard(&self, shard: &Shard<T>, state: &mut Locked<T>, need: usize) {
         shard.hand_over(state, &self.domain.pin());
         #[cfg(not(mcb_loom))]
-        for round in 0..RECLAIM_ROUNDS {
-            if state.policy.fits(need + shard.retired_bytes(state)) {
-                break;
+        {
+            use crate::sync::thread;
+            use std::time::Duration;
+            let (mut round, mut pause, mut waited) = (0, Duration::from_micros(1), Duration::ZERO);
+            while !state.policy.fits(need + shard.retired_bytes(state)) {
+                if waited >= RECLAIM_PATIENCE {
+                    return;
+                }
+                round += 1;
+                if round > 16 {
+                    thread::sleep(pause);
+                    waited += pause;
+                    pause = (pause * 2).min(Duration::from_millis(1));
+                } else if round > 2 {
+                    // Let a lagging pinned thread (or one freeing a batch) run.
+                    thread::yield_now();
+                }
+                // Each flush tries to advance the epoch and frees the batches that expired.
+                self.domain.pin().flush();
             }
-            if round >= 4 {
-                // Let a pinned reader (or the thread freeing a batch) run.
-                crate::sync::thread::yield_now();
-            }
-            // Each flush tries to advance the epoch and frees the batches that expired.
-            self.domain.pin().flush();
         }
     }
 
@@ -687,7 +705,9 @@ impl<T> Shard<T> {
             // SeqCst: test instrumentation, as in `check_live`.
             node_ref.freed.store(true, Ordering::SeqCst);
         }
-        let next = state.retired.map_or(std::ptr::null_mut(), |n| n.0.cast_mut());
+        let next = state
+            .retired
+            .map_or(std::ptr::null_mut(), |n| n.0.cast_mut());
         // Relaxed: read under the shard lock, or by the batch's free, which the collector
         // orders after the handover.
         node_ref.retired_next.store(next, Ordering::Relaxed);
