@@ -55,7 +55,7 @@ fn a_flood_of_large_values_from_many_threads_stays_within_cache_size() {
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     let start = Barrier::new(THREADS);
-    std::thread::scope(|s| {
+    mcb_core::sync::thread::scope(|s| {
         for t in 0..THREADS {
             let (store, value, start) = (&store, &value, &start);
             s.spawn(move || {

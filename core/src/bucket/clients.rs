@@ -68,7 +68,7 @@ impl Clients {
         if mutant::active(Mutant::LeaveReadsOwnStripeOnly) {
             return is_zero(&self.stripes[own]);
         }
-        self.stripes.iter().all(|s| is_zero(s))
+        self.stripes.iter().all(is_zero)
     }
 
     /// Sum of all stripes (for stats; a snapshot, not used for decisions).
