@@ -591,6 +591,8 @@ impl<T: Send + Sync + 'static> L2<T> {
     /// collections inside a model makes loom's replay diverge.
     fn reclaim_shard(&self, shard: &Shard<T>, state: &mut Locked<T>, need: usize) {
         shard.hand_over(state, &self.domain.pin());
+        #[cfg(mcb_loom)]
+        let _ = need;
         #[cfg(not(mcb_loom))]
         {
             use crate::sync::thread;
