@@ -272,7 +272,7 @@ impl Store {
         self.check(item.key(), item.value().len())?;
         let now = self.now();
         let expected = item.cas();
-        let result = self.write(item.key(), |current| {
+        let result = self.write(item.key(), now, |current| {
             let live = match current {
                 Current::Live(old) => Some(old),
                 Current::Absent | Current::Dead => None,
@@ -315,14 +315,14 @@ impl Store {
         result.map(|new| new.cas())
     }
 
-    /// Runs `decide` on what `key` holds, under its shard lock: `Ok(item)` stores that item
-    /// (stamped), an error leaves the key alone (and takes back a dead item's memory).
+    /// Runs `decide` on what `key` holds at `now`, under its shard lock: `Ok(item)` stores that
+    /// item (stamped), an error leaves the key alone (and takes back a dead item's memory).
     fn write(
         &self,
         key: &[u8],
+        now: RelTime,
         decide: impl FnOnce(Current<'_>) -> Result<ItemRef, Error>,
     ) -> Result<ItemRef, Error> {
-        let now = self.now();
         let tries = if self.config.eviction { u32::MAX } else { 0 };
         let mut dead = false;
         let result = self.l2.update(NS, key, tries, |old| {
@@ -461,7 +461,7 @@ impl Store {
         let now = self.now();
         let mut value = 0;
         let mut hit = false;
-        let result = self.write(key, |current| {
+        let result = self.write(key, now, |current| {
             let (new, flags, exptime) = match current {
                 Current::Live(old) => {
                     hit = true;
