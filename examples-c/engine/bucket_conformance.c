@@ -100,7 +100,6 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -113,8 +112,13 @@
 #define OP_ASYNC 0xe1
 #define OP_GATE 0xe2
 
-/* How long a delete or an asynchronous command may take to complete (valgrind is slow). */
-#define IO_TIMEOUT_MS 30000
+/*
+ * How long a delete or an asynchronous command may take to complete: the test's whole time
+ * budget (BUCKET_CONFORMANCE_TIMEOUT; the alarm that ends a hung test rings a little later), so
+ * a timeout is a completion that never came, not a slow or busy machine.
+ */
+static int io_timeout_ms;
+#define IO_TIMEOUT_MS io_timeout_ms
 
 static const char *bucket_path;    /* libbucket_engine.so */
 static const char *te_path;        /* libtest_engine.so */
@@ -534,11 +538,6 @@ static void wait_for_live(int want) {
         nanosleep(&ts, NULL);
     }
     CHECK_EQ_INT(mh_live_connections(), want);
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1237,16 +1236,19 @@ static void test_admin_create_slow_engine_blocks_nobody(void) {
     }
     void *f = dlsym(dl, "ep_stub_finish_slow_init");
     void *w = dlsym(dl, "ep_stub_slow_waiting");
-    CHECK(f != NULL && w != NULL);
-    if (f == NULL || w == NULL) {
+    void *aw = dlsym(dl, "ep_stub_await");
+    CHECK(f != NULL && w != NULL && aw != NULL);
+    if (f == NULL || w == NULL || aw == NULL) {
         dlclose(dl);
         teardown();
         return;
     }
     void (*finish)(void);
     int (*waiting)(void);
+    void (*await)(int, int);
     memcpy(&finish, &f, sizeof(finish));
     memcpy(&waiting, &w, sizeof(waiting));
+    memcpy(&await, &aw, sizeof(await));
 
     mh_conn *a = admin_conn();
     CHECK(create_ok(a, "fast"));
@@ -1255,9 +1257,7 @@ static void test_admin_create_slow_engine_blocks_nobody(void) {
     slow_create sc = {.admin = admin_conn(), .rc = ENGINE_FAILED};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, slow_create_main, &sc) == 0);
-    for (int i = 0; i < 30000 && waiting() == 0; i++) {
-        sleep_ms(1);
-    }
+    await(1, 0); /* the create is inside the slow initialize */
     CHECK_EQ_INT(waiting(), 1);
 
     watchdog wd = {.finish = finish, .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -2247,6 +2247,7 @@ typedef struct {
     void *dl;
     void (*finish)(void);
     int (*waiting)(void);
+    void (*await)(int waiting, int destroyed); /* blocks until the stub's counts reach these */
 } slow_knobs;
 
 static bool slow_knobs_open(slow_knobs *k) {
@@ -2257,13 +2258,15 @@ static bool slow_knobs_open(slow_knobs *k) {
     }
     void *f = dlsym(k->dl, "ep_stub_finish_slow_init");
     void *w = dlsym(k->dl, "ep_stub_slow_waiting");
-    CHECK(f != NULL && w != NULL);
-    if (f == NULL || w == NULL) {
+    void *aw = dlsym(k->dl, "ep_stub_await");
+    CHECK(f != NULL && w != NULL && aw != NULL);
+    if (f == NULL || w == NULL || aw == NULL) {
         dlclose(k->dl);
         return false;
     }
     memcpy(&k->finish, &f, sizeof(k->finish));
     memcpy(&k->waiting, &w, sizeof(k->waiting));
+    memcpy(&k->await, &aw, sizeof(k->await));
     return true;
 }
 
@@ -2295,12 +2298,12 @@ static void auto_create_race(const char *user) {
     }
     racer first = {.user = user}, second = {.user = user};
     CHECK(pthread_create(&first.thread, NULL, racer_main, &first) == 0);
-    for (int i = 0; i < 30000 && k.waiting() == 0; i++) {
-        sleep_ms(1);
-    }
-    CHECK_EQ_INT(k.waiting(), 1); /* the first creates the bucket and waits in initialize */
+    k.await(1, 0); /* the first creates the bucket and waits in initialize */
+    CHECK_EQ_INT(k.waiting(), 1);
     CHECK(pthread_create(&second.thread, NULL, racer_main, &second) == 0);
-    sleep_ms(200); /* the second connects meanwhile (or waits, as in the seed) */
+    /* The second loads an engine of its own, finds the name taken by the bucket being created
+     * and destroys its engine (then waits for the first, as the seed's lock made it wait). */
+    k.await(1, 1);
     k.finish();
     CHECK(pthread_join(first.thread, NULL) == 0);
     CHECK(pthread_join(second.thread, NULL) == 0);
@@ -2361,21 +2364,83 @@ static void test_concurrent_connect_disconnect(void) {
     teardown();
 }
 
-static atomic_bool cc_stop;
+/*
+ * The rounds of test_concurrent_delete_while_calls_in_flight, reached by events, not sleeps:
+ * the admin deletes "hot" once every hot worker made CHURN_OPS calls on it, and creates it again
+ * once every hot worker saw it go. A worker that saw it go waits for the next round, so spinning
+ * workers never crowd out the shutdown (under valgrind only one thread runs at a time).
+ */
+enum { HOT = 6, ROUNDS = 8, CHURN_OPS = 20 };
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int round;   /* bumped by the admin once "hot" exists again */
+    int ready;   /* hot workers that made CHURN_OPS calls in this round */
+    int noticed; /* hot workers that saw this round's "hot" go (ENGINE_DISCONNECT) */
+    bool stop;
+} churn = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+/* Adds one to *count (a field of `churn`) and wakes the admin. */
+static void churn_report(int *count) {
+    pthread_mutex_lock(&churn.lock);
+    (*count)++;
+    pthread_cond_broadcast(&churn.cond);
+    pthread_mutex_unlock(&churn.lock);
+}
+
+/* The admin's wait until *count (a field of `churn`) reaches want. */
+static void churn_await(const int *count, int want) {
+    pthread_mutex_lock(&churn.lock);
+    while (*count < want) {
+        pthread_cond_wait(&churn.cond, &churn.lock);
+    }
+    pthread_mutex_unlock(&churn.lock);
+}
 
 typedef struct {
     const char *bucket;
+    bool hot; /* takes part in the rounds; the calm worker just calls until stopped */
     int unexpected;
     int disconnects;
     int ops;
 } churn_worker;
 
+/*
+ * Before each call: a hot worker that saw the bucket go waits here for the next round (the
+ * calm worker never does). Updates *round; returns false once stopped.
+ */
+static bool churn_next(int *round, bool *noticed) {
+    pthread_mutex_lock(&churn.lock);
+    while (*noticed && churn.round == *round && !churn.stop) {
+        pthread_cond_wait(&churn.cond, &churn.lock);
+    }
+    bool go_on = !churn.stop;
+    bool new_round = churn.round != *round;
+    *round = churn.round;
+    pthread_mutex_unlock(&churn.lock);
+    if (new_round) {
+        *noticed = false;
+    }
+    return go_on;
+}
+
 /* Calls that hand out no item (an item held across a delete would leak in its engine). */
 static void *churn_main(void *arg) {
     churn_worker *w = arg;
     mh_conn *c = user_conn(w->bucket);
-    int since_reconnect = 0;
-    while (!atomic_load(&cc_stop)) {
+    int round = 0, in_round = 0, since_reconnect = 0;
+    bool noticed = false;
+    while (true) {
+        int was = round;
+        if (!churn_next(&round, &noticed)) {
+            break;
+        }
+        if (round != was) { /* "hot" exists again: attach to the new one */
+            mh_conn_close(c);
+            c = user_conn(w->bucket);
+            in_round = since_reconnect = 0;
+        }
         uint64_t result = 0;
         ENGINE_ERROR_CODE rc;
         switch (w->ops % 4) {
@@ -2398,11 +2463,18 @@ static void *churn_main(void *arg) {
         w->ops++;
         if (rc == ENGINE_DISCONNECT) {
             w->disconnects++;
+            if (w->hot && !noticed) {
+                noticed = true;
+                churn_report(&churn.noticed);
+            }
         } else if (rc != ENGINE_SUCCESS) {
             w->unexpected++;
             fprintf(stderr, "churn on %s: op %d returned %d\n", w->bucket, w->ops % 4, (int)rc);
+        } else if (w->hot && ++in_round == CHURN_OPS) {
+            churn_report(&churn.ready);
         }
-        if (rc == ENGINE_DISCONNECT || ++since_reconnect == 25) {
+        /* A hot worker that saw "hot" go reconnects once it exists again (above). */
+        if ((rc == ENGINE_DISCONNECT && !noticed) || ++since_reconnect == 25) {
             mh_conn_close(c);
             c = user_conn(w->bucket);
             since_reconnect = 0;
@@ -2419,31 +2491,35 @@ static void test_concurrent_delete_while_calls_in_flight(void) {
     mh_conn *a = admin_conn();
     CHECK(create_ok(a, "hot"));
     CHECK(create_ok(a, "calm"));
-    atomic_store(&cc_stop, false);
-    enum { HOT = 6 };
     pthread_t threads[HOT + 1];
     churn_worker workers[HOT + 1];
     for (int i = 0; i <= HOT; i++) {
-        workers[i] = (churn_worker){.bucket = i < HOT ? "hot" : "calm"};
+        workers[i] = (churn_worker){.bucket = i < HOT ? "hot" : "calm", .hot = i < HOT};
         CHECK(pthread_create(&threads[i], NULL, churn_main, &workers[i]) == 0);
     }
-    for (int round = 0; round < 8; round++) {
-        sleep_ms(20);
+    for (int round = 0; round < ROUNDS; round++) {
+        churn_await(&churn.ready, HOT); /* every hot worker calls into this "hot" */
         CHECK_EQ_INT(delete_bucket(a, "hot", round % 2 ? "force=true" : NULL),
                      PROTOCOL_BINARY_RESPONSE_SUCCESS);
-        sleep_ms(5);
+        churn_await(&churn.noticed, HOT); /* and every one saw it go */
         CHECK(create_ok(a, "hot"));
+        pthread_mutex_lock(&churn.lock);
+        churn.round++;
+        churn.ready = churn.noticed = 0;
+        pthread_cond_broadcast(&churn.cond);
+        pthread_mutex_unlock(&churn.lock);
     }
-    sleep_ms(20);
-    atomic_store(&cc_stop, true);
-    int ops = 0;
+    churn_await(&churn.ready, HOT); /* the last "hot" serves them all */
+    pthread_mutex_lock(&churn.lock);
+    churn.stop = true;
+    pthread_cond_broadcast(&churn.cond);
+    pthread_mutex_unlock(&churn.lock);
     for (int i = 0; i <= HOT; i++) {
         CHECK(pthread_join(threads[i], NULL) == 0);
         CHECK_EQ_INT(workers[i].unexpected, 0);
-        ops += workers[i].ops;
     }
     CHECK_EQ_INT(workers[HOT].disconnects, 0); /* the other bucket never noticed */
-    CHECK(ops > 0);
+    CHECK(workers[HOT].ops > 0);
     CHECK(list_is(a, "hot calm"));
     mh_conn_close(a);
     teardown();
@@ -2664,7 +2740,8 @@ static bool run_one(const test_case *t, unsigned timeout) {
         return false;
     }
     if (pid == 0) {
-        alarm(timeout);
+        io_timeout_ms = (int)timeout * 1000;
+        alarm(timeout + 10);
         /* Each test chooses its own environment. */
         unsetenv("MEMCACHED_TOP_KEYS");
         unsetenv("BUCKET_ENGINE_DIABLE_AUTH_PHASE");

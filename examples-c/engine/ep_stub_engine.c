@@ -33,6 +33,7 @@ static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t slow_cond = PTHREAD_COND_INITIALIZER;
 static bool slow_done;
 static int slow_waiting;
+static int destroyed; /* instances destroyed so far (under slow_lock) */
 
 /* Lets every slow initialize (now and later) finish. */
 EP_EXPORT void ep_stub_finish_slow_init(void) {
@@ -50,12 +51,25 @@ EP_EXPORT int ep_stub_slow_waiting(void) {
     return n;
 }
 
+/*
+ * Blocks until at least `waiting` initialize calls wait and at least `destroyed` instances were
+ * destroyed: a test's way to reach an interleaving by event, not by sleeping.
+ */
+EP_EXPORT void ep_stub_await(int waiting, int destroyed_at_least) {
+    pthread_mutex_lock(&slow_lock);
+    while (slow_waiting < waiting || destroyed < destroyed_at_least) {
+        pthread_cond_wait(&slow_cond, &slow_lock);
+    }
+    pthread_mutex_unlock(&slow_lock);
+}
+
 static void slow_init_wait(void) {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 30;
     pthread_mutex_lock(&slow_lock);
     slow_waiting++;
+    pthread_cond_broadcast(&slow_cond); /* for ep_stub_await */
     while (!slow_done) {
         if (pthread_cond_timedwait(&slow_cond, &slow_lock, &deadline) == ETIMEDOUT) {
             break;
@@ -116,6 +130,10 @@ static ENGINE_ERROR_CODE ep_initialize(ENGINE_HANDLE *h, const char *config) {
 static void ep_destroy(ENGINE_HANDLE *h, const bool force) {
     (void)force;
     free(ep(h));
+    pthread_mutex_lock(&slow_lock);
+    destroyed++;
+    pthread_cond_broadcast(&slow_cond); /* for ep_stub_await */
+    pthread_mutex_unlock(&slow_lock);
 }
 
 static ENGINE_ERROR_CODE ep_allocate(ENGINE_HANDLE *h, const void *cookie, item **it,

@@ -89,6 +89,9 @@ impl Events {
 /// An engine that counts calls and checks the lifecycle rules.
 #[derive(Debug)]
 pub struct TestEngine {
+    /// Written by `initialize` with no ordering of its own, as a real engine's plain writes:
+    /// only the lifecycle's publication of the bucket makes it visible to calls.
+    initialized: AtomicBool,
     destroyed: AtomicBool,
     calls: AtomicUsize,
     events: Arc<Events>,
@@ -97,6 +100,11 @@ pub struct TestEngine {
 impl TestEngine {
     /// One proxied call: fails the test if the engine was destroyed.
     pub fn call(&self) -> usize {
+        // Relaxed: the call must see `initialize`'s write through the lifecycle alone.
+        assert!(
+            self.initialized.load(Ordering::Relaxed),
+            "engine called before initialize"
+        );
         // SeqCst: test bookkeeping; the strongest order keeps the checks simple.
         assert!(
             !self.destroyed.load(Ordering::SeqCst),
@@ -118,6 +126,8 @@ impl Engine for TestEngine {
         if config == FAILING_CONFIG {
             return Err("test engine refuses fail=true".into());
         }
+        // Relaxed: see the field.
+        self.initialized.store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -168,6 +178,7 @@ impl Env for TestEnv {
         }
         self.events.loaded.fetch_add(1, Ordering::SeqCst);
         Ok(TestEngine {
+            initialized: AtomicBool::new(false),
             destroyed: AtomicBool::new(false),
             calls: AtomicUsize::new(0),
             events: Arc::clone(&self.events),

@@ -38,6 +38,9 @@ fn client_races_delete() {
     };
     one_call(&registry, &handle);
     deleter.join().unwrap();
+    // Whoever left last, the client backing out among them, started the shutdown.
+    registry.join_shutdowns();
+    assert_eq!(env.events().notified(), [7], "the delete never completed");
     registry.destroy();
     assert_eq!(env.events().destroyed(), 1);
 }
@@ -61,6 +64,33 @@ fn bucket_client_never_sees_stopped_broken_no_store_load_order() {
     caught(
         Mutant::NoStoreLoadFence,
         "engine called after destroy",
+        client_races_delete,
+    );
+}
+
+#[test]
+fn bucket_client_never_sees_stopped_broken_relaxed_increment() {
+    caught(
+        Mutant::EnterCountsRelaxed,
+        "engine called after destroy",
+        client_races_delete,
+    );
+}
+
+#[test]
+fn bucket_client_never_sees_stopped_broken_acquire_state_load() {
+    caught(
+        Mutant::EnterLoadsStateAcquire,
+        "engine called after destroy",
+        client_races_delete,
+    );
+}
+
+#[test]
+fn bucket_client_never_sees_stopped_broken_back_out_skips_stop() {
+    caught(
+        Mutant::BackOutSkipsStop,
+        "the delete never completed",
         client_races_delete,
     );
 }
@@ -93,6 +123,9 @@ fn two_leavers_race_the_stopper() {
     for client in clients {
         client.join().unwrap();
     }
+    // Whoever left last started the shutdown: the delete completes before global destroy.
+    registry.join_shutdowns();
+    assert_eq!(env.events().notified(), [7], "the delete never completed");
     registry.destroy();
     assert_eq!(
         env.events().destroyed(),
@@ -106,6 +139,15 @@ fn two_leavers_race_the_stopper() {
 #[test]
 fn bucket_stops_exactly_once() {
     check(two_leavers_race_the_stopper);
+}
+
+#[test]
+fn bucket_stops_exactly_once_broken_release_decrement() {
+    caught(
+        Mutant::LeaveUncountsRelease,
+        "the delete never completed",
+        two_leavers_race_the_stopper,
+    );
 }
 
 #[test]
@@ -223,6 +265,85 @@ fn bucket_connection_freed_once_broken_ignores_reservations() {
     );
 }
 
+/// A host's connection state, freed for real by whoever is told [`Fate::Free`]. The slot is a
+/// loom cell: each user's access is recorded when it takes the connection, and loom reports the
+/// free unless it happens after every such access (so a user the freer did not synchronise
+/// with is caught, not just a double free).
+struct Slot(loom::cell::UnsafeCell<Option<Box<Connection<TestEngine>>>>);
+
+// SAFETY: the cell's accesses are checked by loom; the model frees the connection only on
+// `Fate::Free`, after which no user touches it (the contract the model checks).
+unsafe impl Sync for Slot {}
+// SAFETY: as above.
+unsafe impl Send for Slot {}
+
+impl Slot {
+    /// The connection, for one user: the access loom checks the free against is recorded now.
+    fn get(&self) -> &Connection<TestEngine> {
+        // SAFETY: the box lives until `free`, which loom checks happens after this access.
+        self.0
+            .with(|p| unsafe { (*p).as_deref() })
+            .expect("connection used after it was freed")
+    }
+
+    fn free(&self, fate: Fate) {
+        if fate == Fate::Free {
+            // SAFETY: a write access that loom checks against every recorded read.
+            let freed = self.0.with_mut(|p| unsafe { (*p).take() });
+            assert!(freed.is_some(), "connection freed twice");
+        }
+    }
+}
+
+/// Two reservations are released on two threads while the connection disconnects on a third:
+/// the state is freed exactly once, by the last user, after every other user's accesses.
+fn two_releases_race_disconnect() {
+    let (env, registry) = registry_with("b");
+    let slot = Arc::new(Slot(loom::cell::UnsafeCell::new(Some(Box::new(
+        Connection::attached(registry.find("b")),
+    )))));
+    for _ in 0..2 {
+        slot.get().reserve(&registry).expect("reserve");
+    }
+    let releasers: Vec<_> = (0..2)
+        .map(|_| {
+            let (registry, slot) = (registry.clone(), Arc::clone(&slot));
+            thread::spawn(move || {
+                let fate = slot.get().release(&registry).expect("reserved");
+                slot.free(fate);
+            })
+        })
+        .collect();
+    let fate = slot.get().disconnect(&registry, 1);
+    slot.free(fate);
+    for releaser in releasers {
+        releaser.join().unwrap();
+    }
+    slot.0.with(|p| {
+        // SAFETY: every thread is joined.
+        assert!(unsafe { (*p).is_none() }, "connection state never freed");
+    });
+    assert_eq!(env.events().disconnects(), 1);
+    let bucket = registry.find("b").expect("still running");
+    assert_eq!(bucket.refcount(), 2, "a reservation's reference leaked");
+    drop(bucket);
+    registry.destroy();
+}
+
+#[test]
+fn bucket_connection_freed_once_after_every_user() {
+    check(two_releases_race_disconnect);
+}
+
+#[test]
+fn bucket_connection_freed_once_broken_relaxed_release_cas() {
+    caught(
+        Mutant::ReleaseCasRelaxed,
+        "Causality violation",
+        two_releases_race_disconnect,
+    );
+}
+
 /// A handle is freed once and never entered after: a lookup racing the delete either fails or
 /// holds the bucket alive (not freed) until it lets go.
 #[test]
@@ -277,5 +398,38 @@ fn bucket_registry_one_bucket_per_name_broken_check_outside_lock() {
         Mutant::CreateChecksOutsideLock,
         "two live buckets",
         two_creates_one_name,
+    );
+}
+
+/// A client looks the bucket up, enters it and calls it while it is being created: it finds
+/// nothing, or finds it RUNNING with its initialisation visible (the test engine's initialize
+/// writes with no ordering of its own, as a real engine's plain writes).
+fn create_races_call() {
+    let env = TestEnv::new();
+    let registry = Registry::new(env.clone(), Config::default()).expect("registry");
+    let client = {
+        let registry = registry.clone();
+        thread::spawn(move || {
+            if let Some(bucket) = registry.find("x") {
+                one_call(&registry, bucket.arc());
+            }
+        })
+    };
+    drop(registry.create("x", "test.so", "").expect("create"));
+    client.join().unwrap();
+    registry.destroy();
+}
+
+#[test]
+fn bucket_create_publishes_initialised_engine() {
+    check(create_races_call);
+}
+
+#[test]
+fn bucket_create_publishes_initialised_engine_broken_relaxed_start() {
+    caught(
+        Mutant::StartStoresRelaxed,
+        "engine called before initialize",
+        create_races_call,
     );
 }

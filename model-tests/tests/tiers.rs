@@ -85,6 +85,18 @@ fn tiers_l2_reclamation_catches_eager_free() {
     );
 }
 
+/// In models every retired node goes to the collector at once (a batch of one), so the
+/// handover runs while the reader may still hold the node: freeing the batch there, without
+/// the grace period, is caught.
+#[test]
+fn tiers_l2_reclamation_catches_a_batch_freed_at_handover() {
+    caught(
+        Mutant::L2FreesBatchAtHandover,
+        "L2 node used after free",
+        l2_read_remove_insert,
+    );
+}
+
 /// Two concurrent misses of one key: the loader runs exactly once and both get its value.
 fn single_flight() {
     let cache = cache();
@@ -130,34 +142,48 @@ fn tiers_single_flight_catches_a_missing_recheck() {
     );
 }
 
-/// A thread reads a key into its L1 while another thread sets it; once the set has returned
-/// (observed through a flag), the reader's next get returns the new value.
-fn l1_invalidation() {
-    let cache = cache();
-    set(&cache, b"k", 0);
-    let done = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (cache, done) = (cache.clone(), done.clone());
-        thread::spawn(move || {
-            let none = None::<fn() -> Result<Loaded<u32>, String>>;
-            let first = cache.get(b"k", &CallOptions::default(), none).unwrap();
-            assert!(first.value.is_some());
-            // Acquire: pairs with the writer's Release; the set happened before this get.
-            if done.load(Ordering::Acquire) {
-                let next = cache.get(b"k", &CallOptions::default(), none).unwrap();
-                assert_eq!(next.value.as_deref(), Some(&1), "stale L1 read after a set");
-            }
-        })
-    };
-    set(&cache, b"k", 1);
-    // Release: publishes "the set returned" to the reader.
-    done.store(true, Ordering::Release);
-    join_all(vec![reader], (cache, done));
+/// A thread reads a key into its L1 while another thread writes it (`write`, named `what`);
+/// once the write has returned (observed through a flag), the reader's next get returns what
+/// L2 holds: no other thread's L1 copy outlives a set, a delete or a purge.
+fn l1_invalidation_by(
+    what: &'static str,
+    write: fn(&Cache<u32>),
+) -> impl Fn() + Sync + Send + 'static {
+    move || {
+        let cache = cache();
+        set(&cache, b"k", 0);
+        let done = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (cache, done) = (cache.clone(), done.clone());
+            thread::spawn(move || {
+                let none = None::<fn() -> Result<Loaded<u32>, String>>;
+                // Before the write, this keeps the value in the reader's L1; after it, a miss.
+                cache.get(b"k", &CallOptions::default(), none).unwrap();
+                // Acquire: pairs with the writer's Release; the write happened before this get.
+                if done.load(Ordering::Acquire) {
+                    let next = cache.get(b"k", &CallOptions::default(), none).unwrap();
+                    assert_eq!(
+                        next.value.as_deref().copied(),
+                        peek(&cache, b"k"),
+                        "stale L1 read after a {what}"
+                    );
+                }
+            })
+        };
+        write(&cache);
+        // Release: publishes "the write returned" to the reader.
+        done.store(true, Ordering::Release);
+        join_all(vec![reader], (cache, done));
+    }
+}
+
+fn l1_invalidation() -> impl Fn() + Sync + Send + 'static {
+    l1_invalidation_by("set", |cache| set(cache, b"k", 1))
 }
 
 #[test]
 fn tiers_l1_invalidation() {
-    check(l1_invalidation);
+    check(l1_invalidation());
 }
 
 #[test]
@@ -165,6 +191,86 @@ fn tiers_l1_invalidation_catches_a_late_tag() {
     caught(
         Mutant::L1TagsAfterL2Read,
         "stale L1 read after a set",
-        l1_invalidation,
+        l1_invalidation(),
+    );
+}
+
+fn l1_invalidation_by_delete() -> impl Fn() + Sync + Send + 'static {
+    l1_invalidation_by("delete", |cache| cache.delete(b"k"))
+}
+
+#[test]
+fn tiers_l1_invalidation_by_delete() {
+    check(l1_invalidation_by_delete());
+}
+
+#[test]
+fn tiers_l1_invalidation_by_delete_catches_a_missing_bump() {
+    caught(
+        Mutant::DeleteSkipsBump,
+        "stale L1 read after a delete",
+        l1_invalidation_by_delete(),
+    );
+}
+
+fn l1_invalidation_by_purge() -> impl Fn() + Sync + Send + 'static {
+    l1_invalidation_by("purge", |cache| cache.purge(false))
+}
+
+#[test]
+fn tiers_l1_invalidation_by_purge() {
+    check(l1_invalidation_by_purge());
+}
+
+#[test]
+fn tiers_l1_invalidation_by_purge_catches_a_missing_bump() {
+    caught(
+        Mutant::PurgeSkipsBump,
+        "stale L1 read after a purge",
+        l1_invalidation_by_purge(),
+    );
+}
+
+/// A thread loads a missing key (the loader path keeps the value in its L1) while another
+/// thread sets it; once the set has returned, the loader thread's next get returns what L2
+/// holds (its own loaded value if its L2 write came last, else the set's).
+fn l1_load_races_set() {
+    let cache = cache();
+    let done = Arc::new(AtomicBool::new(false));
+    let loader_thread = {
+        let (cache, done) = (cache.clone(), done.clone());
+        thread::spawn(move || {
+            let loader = || Ok(Loaded::some(0));
+            let loaded = cache.get(b"k", &CallOptions::default(), Some(loader));
+            assert!(loaded.expect("loom never times out a lock").value.is_some());
+            // Acquire: pairs with the writer's Release; the set happened before this get.
+            if done.load(Ordering::Acquire) {
+                let none = None::<fn() -> Result<Loaded<u32>, String>>;
+                let next = cache.get(b"k", &CallOptions::default(), none).unwrap();
+                assert_eq!(
+                    next.value.as_deref().copied(),
+                    peek(&cache, b"k"),
+                    "stale L1 copy of a load after a set"
+                );
+            }
+        })
+    };
+    set(&cache, b"k", 1);
+    // Release: publishes "the set returned" to the loader thread.
+    done.store(true, Ordering::Release);
+    join_all(vec![loader_thread], (cache, done));
+}
+
+#[test]
+fn tiers_l1_load_races_set() {
+    check(l1_load_races_set);
+}
+
+#[test]
+fn tiers_l1_load_races_set_catches_a_late_tag() {
+    caught(
+        Mutant::StoreTagsAfterWrite,
+        "stale L1 copy of a load after a set",
+        l1_load_races_set,
     );
 }

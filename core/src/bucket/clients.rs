@@ -9,8 +9,9 @@
 //! a sum of zero read after the state became STOPPING therefore proves nobody who saw RUNNING is
 //! still inside (the argument is written out in `handle.rs`).
 
-use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::{mutant, Striped};
+use crate::sync::atomic::{ordered, AtomicUsize, Ordered, Ordering};
+use crate::sync::mutant::{self, Mutant};
+use crate::sync::Striped;
 
 /// Calls in flight, one padded counter per stripe.
 #[derive(Debug)]
@@ -25,34 +26,49 @@ impl Clients {
         }
     }
 
-    /// Counts the caller in on its stripe; returns the stripe to [`Clients::leave`] from.
+    /// Counts the caller in on its stripe; returns the stripe to [`Clients::leave`] from, and
+    /// the increment, which the caller's load of the state follows.
     #[inline]
-    pub(crate) fn enter(&self) -> usize {
+    pub(crate) fn enter(&self) -> (usize, Ordered) {
         let stripe = self.stripes.own_index();
         // SeqCst: the store half of the Dekker handshake with `request_stop`'s state CAS; the
         // caller's next SeqCst state load must not be ordered before this increment.
-        self.stripes[stripe].fetch_add(1, Ordering::SeqCst);
-        stripe
+        let order = mutant::ordering(
+            Mutant::EnterCountsRelaxed,
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        );
+        let (_, counted) = ordered(order, |o| self.stripes[stripe].fetch_add(1, o));
+        (stripe, counted)
     }
 
-    /// Counts the caller out of `stripe` (the one [`Clients::enter`] returned).
+    /// Counts the caller out of `stripe` (the one [`Clients::enter`] returned); returns the
+    /// decrement, which the caller's load of the state follows.
     #[inline]
-    pub(crate) fn leave(&self, stripe: usize) {
+    pub(crate) fn leave(&self, stripe: usize) -> Ordered {
         // SeqCst: the leaver then loads the state and sums the stripes; whoever sums after
         // this decrement in the single total order must see it (no missed last leaver).
-        let before = self.stripes[stripe].fetch_sub(1, Ordering::SeqCst);
+        let order = mutant::ordering(
+            Mutant::LeaveUncountsRelease,
+            Ordering::SeqCst,
+            Ordering::Release,
+        );
+        let (before, counted) = ordered(order, |o| self.stripes[stripe].fetch_sub(1, o));
         debug_assert!(before > 0, "leave without enter");
+        counted
     }
 
-    /// Whether no client is inside, as seen by a caller that already saw STOPPING. `own` is the
-    /// caller's stripe (used only by the deliberately broken variant the models must catch).
-    pub(crate) fn is_idle(&self, own: usize) -> bool {
-        if mutant::active(mutant::Mutant::LeaveReadsOwnStripeOnly) {
-            return self.stripes[own].load(Ordering::SeqCst) == 0;
-        }
+    /// Whether no client is inside, as seen by a caller whose load `state_seen` saw STOPPING.
+    /// `own` is the caller's stripe (used only by the deliberately broken variant the models
+    /// must catch).
+    pub(crate) fn is_idle(&self, own: usize, state_seen: Ordered) -> bool {
         // SeqCst: these loads follow the caller's SeqCst state load in the total order, so each
         // sees every increment of a client that saw RUNNING (see `handle.rs`).
-        self.stripes.iter().all(|s| s.load(Ordering::SeqCst) == 0)
+        let is_zero = |s: &AtomicUsize| state_seen.then(Ordering::SeqCst, |o| s.load(o)).0 == 0;
+        if mutant::active(Mutant::LeaveReadsOwnStripeOnly) {
+            return is_zero(&self.stripes[own]);
+        }
+        self.stripes.iter().all(is_zero)
     }
 
     /// Sum of all stripes (for stats; a snapshot, not used for decisions).

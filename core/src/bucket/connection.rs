@@ -215,12 +215,15 @@ impl<E: Engine> Connection<E> {
                 return Err(ReserveError::NotReserved);
             }
             // AcqRel: as in `reserve`; Acquire also makes the freer see all other users' work.
-            match self.reserved.compare_exchange_weak(
-                word,
-                word - 1,
+            let order = mutant::ordering(
+                Mutant::ReleaseCasRelaxed,
                 Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+                Ordering::Relaxed,
+            );
+            match self
+                .reserved
+                .compare_exchange_weak(word, word - 1, order, Ordering::Acquire)
+            {
                 Ok(_) => break,
                 Err(now) => word = now,
             }

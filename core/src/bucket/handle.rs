@@ -30,14 +30,16 @@
 //! races the shutdown worker either sees the bucket stopping and backs out, or is seen by the
 //! worker's wait for the last reference.
 //!
-//! The std build relies on the C++20 SeqCst total order for "RMW then load of another location";
-//! loom does not model that, so [`store_load_fence`] is a SeqCst fence under loom (see the shim).
+//! The std build relies on the C++20 SeqCst total order for "RMW then load of another location"
+//! and "load then load of another location"; loom does not model that, so each such step goes
+//! through [`Ordered::then`](crate::sync::atomic::Ordered::then), a SeqCst fence under loom when both accesses are SeqCst (see the
+//! shim).
 
 use super::state::State;
 use super::Engine;
 use crate::bucket::clients::Clients;
 use crate::bucket::shutdown::Shutdown;
-use crate::sync::atomic::{store_load_fence, AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::atomic::{ordered, AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Arc, Mutex};
 
@@ -113,7 +115,12 @@ impl<E: Engine> Handle<E> {
     /// NULL to RUNNING once the engine is initialised. SeqCst: publishes the initialised engine
     /// to every client whose SeqCst state load sees RUNNING.
     pub(crate) fn start(&self) {
-        self.state.store(State::Running as u8, Ordering::SeqCst);
+        let order = mutant::ordering(
+            Mutant::StartStoresRelaxed,
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        );
+        self.state.store(State::Running as u8, order);
     }
 
     /// The engine, for the registry's lifecycle steps (initialise and destroy), which run when
@@ -128,9 +135,10 @@ impl<E: Engine> Handle<E> {
     pub fn retain(&self) -> bool {
         // SeqCst: the handshake with the shutdown worker, which stops the bucket first and then
         // waits for references: count first, then check the state.
-        self.refcount.fetch_add(1, Ordering::SeqCst);
-        store_load_fence();
-        if self.state() == State::Running {
+        let (_, counted) = ordered(Ordering::SeqCst, |o| self.refcount.fetch_add(1, o));
+        // SeqCst: the load half of that handshake.
+        let (state, _) = counted.then(Ordering::SeqCst, |o| self.state.load(o));
+        if state == State::Running as u8 {
             return true;
         }
         self.release();
@@ -174,13 +182,21 @@ impl<E: Engine> Handle<E> {
             if self.state() != State::Running {
                 return Err(false);
             }
-            return Ok(self.clients.enter());
+            return Ok(self.clients.enter().0);
         }
-        let stripe = self.clients.enter();
-        store_load_fence();
+        let (stripe, counted) = self.clients.enter();
         // SeqCst: the load half of the handshake (see the module docs).
-        if self.state.load(Ordering::SeqCst) == State::Running as u8 {
+        let order = mutant::ordering(
+            Mutant::EnterLoadsStateAcquire,
+            Ordering::SeqCst,
+            Ordering::Acquire,
+        );
+        let (state, _) = counted.then(order, |o| self.state.load(o));
+        if state == State::Running as u8 {
             Ok(stripe)
+        } else if mutant::active(Mutant::BackOutSkipsStop) {
+            let _ = self.clients.leave(stripe);
+            Err(false)
         } else {
             Err(self.leave(stripe))
         }
@@ -190,13 +206,11 @@ impl<E: Engine> Handle<E> {
     /// moved the bucket from STOPPING to STOPPED and must start its shutdown.
     #[inline]
     pub(crate) fn leave(&self, stripe: usize) -> bool {
-        self.clients.leave(stripe);
-        store_load_fence();
+        let counted = self.clients.leave(stripe);
         // SeqCst: the state must be read before the stripes ("observing state before clients
         // == 0 is crucial", as the seed says): see the module docs.
-        self.state.load(Ordering::SeqCst) == State::Stopping as u8
-            && self.clients.is_idle(stripe)
-            && self.try_stop()
+        let (state, seen) = counted.then(Ordering::SeqCst, |o| self.state.load(o));
+        state == State::Stopping as u8 && self.clients.is_idle(stripe, seen) && self.try_stop()
     }
 
     fn try_stop(&self) -> bool {
@@ -220,7 +234,7 @@ impl<E: Engine> Handle<E> {
     /// The caller is counted in around the CAS so that STOPPED cannot be reached before the
     /// cookie is recorded.
     pub(crate) fn request_stop(&self, cookie: E::Cookie, force: bool) -> StopOutcome {
-        let stripe = self.clients.enter();
+        let (stripe, _) = self.clients.enter();
         // SeqCst: the stopper's side of the handshake (see the module docs).
         let stopped = self
             .state

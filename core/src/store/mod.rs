@@ -279,7 +279,7 @@ impl<B: Bytes> Store<B> {
         self.check(item.key(), item.value().len())?;
         let now = self.now();
         let expected = item.cas();
-        let result = self.write(item.key(), |current| {
+        let result = self.write(item.key(), now, |current| {
             let live = match current {
                 Current::Live(old) => Some(old),
                 Current::Absent | Current::Dead => None,
@@ -322,14 +322,14 @@ impl<B: Bytes> Store<B> {
         result.map(|new| new.cas())
     }
 
-    /// Runs `decide` on what `key` holds, under its shard lock: `Ok(item)` stores that item
-    /// (stamped), an error leaves the key alone (and takes back a dead item's memory).
+    /// Runs `decide` on what `key` holds at `now`, under its shard lock: `Ok(item)` stores that
+    /// item (stamped), an error leaves the key alone (and takes back a dead item's memory).
     fn write(
         &self,
         key: &[u8],
+        now: RelTime,
         decide: impl FnOnce(Current<'_, B>) -> Result<ItemRef<B>, Error>,
     ) -> Result<ItemRef<B>, Error> {
-        let now = self.now();
         let tries = if self.config.eviction { u32::MAX } else { 0 };
         let mut dead = false;
         let result = self.l2.update(NS, key, tries, |old| {
@@ -468,7 +468,7 @@ impl<B: Bytes> Store<B> {
         let now = self.now();
         let mut value = 0;
         let mut hit = false;
-        let result = self.write(key, |current| {
+        let result = self.write(key, now, |current| {
             let (new, flags, exptime) = match current {
                 Current::Live(old) => {
                     hit = true;

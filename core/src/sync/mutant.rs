@@ -11,7 +11,8 @@
 pub enum Mutant {
     /// The real code.
     None = 0,
-    /// `store_load_fence` does nothing under loom either: the Dekker handshake loses its order.
+    /// `atomic::Ordered::then` emits no fence under loom either: the Dekker handshake loses its
+    /// order.
     NoStoreLoadFence,
     /// `enter` checks the state before counting itself in (check-then-act).
     EnterChecksBeforeCounting,
@@ -29,10 +30,46 @@ pub enum Mutant {
     CreateChecksOutsideLock,
     /// The L2 frees a node as soon as it is unlinked instead of after the epoch grace period.
     L2FreesEagerly,
+    /// The L2 frees a batch of retired nodes when it hands it to the collector, without the
+    /// epoch grace period.
+    L2FreesBatchAtHandover,
     /// The loader path skips re-reading L2 after taking the per-key lock.
     LoaderSkipsRecheck,
     /// A promotion into L1 reads the invalidation generation after reading L2, not before.
     L1TagsAfterL2Read,
+    /// `Clients::enter` increments its stripe Relaxed instead of SeqCst.
+    EnterCountsRelaxed,
+    /// `Clients::leave` decrements its stripe Release instead of SeqCst.
+    LeaveUncountsRelease,
+    /// `Handle::enter` loads the state Acquire instead of SeqCst.
+    EnterLoadsStateAcquire,
+    /// `Handle::start` stores RUNNING Relaxed instead of SeqCst.
+    StartStoresRelaxed,
+    /// A client backing out of a bucket that is not RUNNING leaves without the last-leaver
+    /// check (so the bucket may never stop).
+    BackOutSkipsStop,
+    /// `Connection::release` takes its reservation with a Relaxed CAS instead of AcqRel.
+    ReleaseCasRelaxed,
+    /// `Cache::delete` does not bump the key's generation.
+    DeleteSkipsBump,
+    /// `Cache::purge` does not bump the generations.
+    PurgeSkipsBump,
+    /// A loaded value is tagged with the generation read after its L2 write, not before.
+    StoreTagsAfterWrite,
+}
+
+/// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.
+#[inline(always)]
+pub fn ordering(
+    bug: Mutant,
+    real: crate::sync::atomic::Ordering,
+    broken: crate::sync::atomic::Ordering,
+) -> crate::sync::atomic::Ordering {
+    if active(bug) {
+        broken
+    } else {
+        real
+    }
 }
 
 #[cfg(mcb_loom)]

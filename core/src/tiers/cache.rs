@@ -302,7 +302,11 @@ impl<T: Send + Sync + 'static> Cache<T> {
     /// Removes `key` from L2 and this thread's L1, and invalidates the other threads' copies.
     pub fn delete(&self, key: &[u8]) {
         let stripe = Namespace::stripe(self.l2.hash(self.ns.id, key));
-        self.l2.remove(self.ns.id, key, || self.ns.bump(stripe));
+        self.l2.remove(self.ns.id, key, || {
+            if !mutant::active(Mutant::DeleteSkipsBump) {
+                self.ns.bump(stripe);
+            }
+        });
         if let Some((misses, ns)) = &self.misses {
             misses.remove(ns.id, key, || self.ns.bump(stripe));
         }
@@ -318,7 +322,9 @@ impl<T: Send + Sync + 'static> Cache<T> {
         if let Some((misses, ns)) = &self.misses {
             misses.purge(ns.id, expired_at);
         }
-        self.ns.bump_all();
+        if !mutant::active(Mutant::PurgeSkipsBump) {
+            self.ns.bump_all();
+        }
         self.with_l1(L1::clear);
     }
 
@@ -467,10 +473,13 @@ impl<T: Send + Sync + 'static> Cache<T> {
         };
         let stripe = pending.stripe;
         // Read before the write, as in `read_and_promote`, for a load.
-        let before = self.ns.generation(stripe);
+        let mut before = self.ns.generation(stripe);
         let stored = l2.insert(ns, key, entry, pending.opts.tries, || {
             strict.then(|| self.ns.bump(stripe))
         });
+        if mutant::active(Mutant::StoreTagsAfterWrite) {
+            before = self.ns.generation(stripe);
+        }
         let generation = match stored {
             Ok(bumped) => bumped.unwrap_or(before),
             Err(err) if strict => return Err(err),

@@ -3,14 +3,21 @@
 //! Shards of fixed bucket arrays whose chains readers walk without a lock: nodes are published
 //! with Release stores and reclaimed through crossbeam-epoch, so a reader pinned before a node
 //! was unlinked may still read it. Writers (insert, remove, purge, eviction) take the shard's
-//! mutex, which also guards its S3-FIFO policy ([`super::s3fifo`]). Entries keep their expiry
+//! mutex, which also guards its S3-FIFO policy ([`super::s3fifo`]).
+//!
+//! Memory stays charged until it is freed. An unlinked node joins its shard's list of retired
+//! nodes (under the lock), which goes to the epoch collector as one batch, flushed to its
+//! global queue at once: no thread's private bag keeps it. Until the batch is freed its bytes
+//! count against the shard's capacity with the live entries', and a writer that finds no room
+//! for that reason unpins and drives the collector (advancing the epoch, running expired
+//! batches) until the retired bytes are freed, before it stores anything more. Entries keep their expiry
 //! until evicted, so stale values stay readable for `peek(stale)` and resurrection.
 //! Keys are `(namespace id, key bytes)`: caches are isolated by name exactly.
 
 use super::error::Error;
 use super::namespace::Namespace;
 use super::s3fifo::{touch, Policy, Tracked};
-use crate::sync::atomic::{AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use crate::sync::epoch::{self, Atomic, Domain, Guard, Owned, Shared};
 use crate::sync::{Arc, Mutex, PayloadArc};
 use crossbeam_utils::CachePadded;
@@ -28,6 +35,22 @@ type Hasher = std::hash::BuildHasherDefault<std::hash::DefaultHasher>;
 /// How many entries one try evicts at most before giving up (the seed's shared dict evicts a
 /// bounded batch per `set`; `set_tries` repeats it).
 const EVICTIONS_PER_TRY: usize = 8;
+
+/// Retired nodes a shard gathers before handing them to the collector as one batch (one
+/// flush to the global queue, one allocation). In models, every retirement is handed over at
+/// once, so that the handover runs while readers may still hold the node.
+#[cfg(not(mcb_loom))]
+const RETIRE_BATCH: usize = 64;
+#[cfg(mcb_loom)]
+const RETIRE_BATCH: usize = 1;
+
+/// How long a writer drives the collector to free retired bytes before it gives up and fails
+/// its write. A batch is freed two epochs after it was handed over, so three rounds (pin,
+/// advance, collect) do unless a pinned thread lags: descheduled, or stalled in the kernel
+/// (page faults, mmap) on a loaded machine. The rounds first yield to it, then sleep, backing
+/// off to 1 ms, for about this long in all: only a thread pinned that long makes a write fail.
+#[cfg(not(mcb_loom))]
+const RECLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What L2 keeps for a key.
 #[derive(Debug)]
@@ -81,21 +104,48 @@ pub(crate) struct Found<T> {
     pub entry: Entry<T>,
 }
 
+/// Keys up to this long are also copied into the node, next to its hash, so that a lookup
+/// compares them in the cache line it already loaded instead of missing on the key's own
+/// allocation (profiles of the storage bench: a third of a read was that miss and its memcmp).
+const INLINE_KEY: usize = 43;
+
+/// `repr(C)`: what a lookup compares (hash, namespace, short key) fills the first cache line.
+#[repr(C)]
 struct Node<T> {
     hash: u64,
     ns: u32,
+    /// The key's length when it is in `inline` (else more than [`INLINE_KEY`]).
+    inline_len: u8,
+    inline: [u8; INLINE_KEY],
     key: PayloadArc<[u8]>,
     entry: Entry<T>,
     /// Its slot in the shard's policy, fixed before the node is published.
     slot: u32,
     freq: AtomicU8,
+    /// What it is charged against the shard's capacity until it is freed.
+    weight: usize,
     next: Atomic<Node<T>>,
+    /// The next node on its shard's retired list: set under the shard lock once the node is
+    /// unlinked, read by the free of its batch.
+    retired_next: AtomicPtr<Node<T>>,
     /// Set when the node counts as freed, so that models see a use after free as a panic.
     #[cfg(mcb_loom)]
     freed: crate::sync::atomic::AtomicBool,
 }
 
 impl<T> Node<T> {
+    /// Whether this node holds `key` of namespace `ns`, whose hash is `hash`.
+    #[inline]
+    fn is(&self, hash: u64, ns: u32, key: &[u8]) -> bool {
+        if self.hash != hash || self.ns != ns {
+            return false;
+        }
+        match self.inline.get(..usize::from(self.inline_len)) {
+            Some(inline) => inline == key,
+            None => *self.key == *key,
+        }
+    }
+
     /// In a model, fails if this node was freed while a reader still held it.
     fn check_live(&self) {
         #[cfg(mcb_loom)]
@@ -132,8 +182,25 @@ impl<T> Tracked for NodeRef<T> {
 
 struct Shard<T> {
     buckets: Box<[Atomic<Node<T>>]>,
-    policy: Mutex<Policy<NodeRef<T>>>,
+    state: Mutex<Locked<T>>,
+    /// Bytes of retired nodes handed to the collector and not yet freed (each batch's free
+    /// subtracts its own, possibly after the store is gone).
+    in_flight: Arc<AtomicUsize>,
 }
+
+/// What a shard's mutex guards.
+struct Locked<T> {
+    policy: Policy<NodeRef<T>>,
+    /// Unlinked nodes not yet handed to the collector, linked through `retired_next`.
+    retired: Option<NodeRef<T>>,
+    retired_len: usize,
+    retired_bytes: usize,
+}
+
+// SAFETY: the retired nodes are owned by the list (unreachable from the buckets and out of
+// the policy) and are only touched under the shard lock or by the free of their batch; the
+// nodes are Send + Sync when T is.
+unsafe impl<T: Send + Sync> Send for Locked<T> {}
 
 /// The shared store: bounded by bytes, read without locks, evicting by S3-FIFO.
 ///
@@ -192,7 +259,13 @@ impl<T: Send + Sync + 'static> L2<T> {
             .map(|_| {
                 CachePadded::new(Shard {
                     buckets: (0..buckets).map(|_| Atomic::null()).collect(),
-                    policy: Mutex::new(Policy::new(per_shard)),
+                    state: Mutex::new(Locked {
+                        policy: Policy::new(per_shard),
+                        retired: None,
+                        retired_len: 0,
+                        retired_bytes: 0,
+                    }),
+                    in_flight: Arc::new(AtomicUsize::new(0)),
                 })
             })
             .collect();
@@ -213,17 +286,35 @@ impl<T: Send + Sync + 'static> L2<T> {
 
     /// The byte bound.
     pub fn capacity_bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.policy.lock().capacity()).sum()
+        self.shards
+            .iter()
+            .map(|s| s.state.lock().policy.capacity())
+            .sum()
     }
 
-    /// Bytes in use.
+    /// Bytes in use by the entries stored.
     pub fn used_bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.policy.lock().used()).sum()
+        self.shards
+            .iter()
+            .map(|s| s.state.lock().policy.used())
+            .sum()
+    }
+
+    /// Bytes of removed, replaced and evicted entries not yet freed (charged against the
+    /// capacity with [`L2::used_bytes`]).
+    pub fn retired_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.retired_bytes(&s.state.lock()))
+            .sum()
     }
 
     /// Entries stored (live or stale).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.policy.lock().len()).sum()
+        self.shards
+            .iter()
+            .map(|s| s.state.lock().policy.len())
+            .sum()
     }
 
     /// Whether no entry is stored.
@@ -235,7 +326,7 @@ impl<T: Send + Sync + 'static> L2<T> {
     pub fn evictions(&self) -> u64 {
         self.shards
             .iter()
-            .map(|s| s.policy.lock().evictions())
+            .map(|s| s.state.lock().policy.evictions())
             .sum()
     }
 
@@ -247,8 +338,18 @@ impl<T: Send + Sync + 'static> L2<T> {
     #[doc(hidden)]
     pub fn validate(&self) {
         for shard in self.shards.iter() {
-            let policy = shard.policy.lock();
+            let state = shard.state.lock();
+            let policy = &state.policy;
             policy.validate();
+            let (mut len, mut bytes) = (0, 0);
+            if let Some(head) = state.retired {
+                for_each_retired(head, |node| (len, bytes) = (len + 1, bytes + node.weight));
+            }
+            assert_eq!(
+                (len, bytes),
+                (state.retired_len, state.retired_bytes),
+                "retired list and its counts disagree"
+            );
             let guard = self.domain.pin();
             let mut linked = 0;
             for bucket in shard.buckets.iter() {
@@ -268,6 +369,9 @@ impl<T: Send + Sync + 'static> L2<T> {
     /// Frees what this store retired as far as the epoch collector can now: for shutdown, when
     /// no other thread reads the store, so that a leak checker finds nothing left behind.
     pub fn reclaim(&self) {
+        for shard in self.shards.iter() {
+            shard.hand_over(&mut shard.state.lock(), &self.domain.pin());
+        }
         self.domain.flush();
     }
 
@@ -310,7 +414,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         let hash = self.hash(ns, key);
         let guard = self.domain.pin();
         let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {
-            n.hash == hash && n.ns == ns && *n.key == *key
+            n.is(hash, ns, key)
         });
         // SAFETY: `found` was loaded under `guard` from a link of the shard; a node is retired
         // only after it is unlinked, and the epoch frees it only once every guard pinned
@@ -377,46 +481,36 @@ impl<T: Send + Sync + 'static> L2<T> {
         let hash = self.hash(ns, key);
         let shard = self.shard(hash);
         let bucket = shard.bucket(hash);
-        let mut policy = shard.policy.lock();
-        let guard = self.domain.pin();
-        let (link, old) = find(bucket, &guard, |n| {
-            n.hash == hash && n.ns == ns && *n.key == *key
-        });
+        let mut state = shard.state.lock();
+        let mut guard = self.domain.pin();
+        let (link, old) = find(bucket, &guard, |n| n.is(hash, ns, key));
         // SAFETY: as in `get`; besides, only writers retire nodes and we hold the shard lock.
         let old_ref = unsafe { old.as_ref() };
         let entry = match decide(old_ref.map(|n| &n.entry)) {
             Change::Keep => return Ok(published()),
             Change::Remove => {
                 if let Some(n) = old_ref {
-                    policy.remove(n.slot);
-                    unlink(link, old, &guard);
+                    state.policy.remove(n.slot);
+                    shard.unlink(&mut state, link, old, &guard);
                 }
                 return Ok(published());
             }
             Change::Put(entry) => entry,
         };
         let weight = self.weight(key, &entry);
+        // The old node stays charged until it is freed: room for both.
+        let old_weight = old_ref.map_or(0, |n| n.weight);
         if let Some(old) = old_ref {
-            policy.remove(old.slot);
+            state.policy.remove(old.slot);
         }
-        let mut tries_made = 0;
-        'tries: while !policy.fits(weight) && tries_made < tries {
-            tries_made += 1;
-            for _ in 0..EVICTIONS_PER_TRY {
-                // Nothing left to evict: more tries cannot help.
-                let Some(victim) = policy.evict() else {
-                    break 'tries;
-                };
-                let victim = Shared::from(victim.0);
-                // SAFETY: the victim was in the policy, hence linked and live (lock held).
-                let vhash = unsafe { victim.deref() }.hash;
-                unlink(link_to(shard.bucket(vhash), victim, &guard), victim, &guard);
-                if policy.fits(weight) {
-                    break;
-                }
-            }
-        }
-        let (entry, weight, outcome) = if policy.fits(weight) {
+        // Making room may unpin: keep the old node by address (it stays linked, lock held).
+        let old = old.as_raw();
+        let fits = self.make_room(shard, &mut state, &mut guard, weight + old_weight, tries);
+        let old = Shared::from(old);
+        // SAFETY: still linked: out of the policy, so no eviction unlinked it, and only
+        // writers, who take the lock we hold, unlink nodes.
+        let old_ref = unsafe { old.as_ref() };
+        let (entry, weight, outcome) = if fits {
             (entry, weight, Ok(()))
         } else {
             match old_ref {
@@ -427,26 +521,38 @@ impl<T: Send + Sync + 'static> L2<T> {
                     Err(Error::L2Full { tries }),
                 ),
                 Some(_) => {
-                    unlink(link_to(bucket, old, &guard), old, &guard);
+                    shard.unlink(&mut state, link_to(bucket, old, &guard), old, &guard);
                     return Err(Error::L2Full { tries });
                 }
                 None => return Err(Error::L2Full { tries }),
             }
         };
+        let mut inline = [0; INLINE_KEY];
+        let inline_len = match inline.get_mut(..key.len()) {
+            Some(prefix) => {
+                prefix.copy_from_slice(key);
+                key.len() as u8
+            }
+            None => u8::MAX,
+        };
         let mut node = Owned::new(Node {
             hash,
             ns,
+            inline_len,
+            inline,
             key: key.into(),
             entry,
             slot: 0,
             freq: AtomicU8::new(0),
+            weight,
             next: Atomic::null(),
+            retired_next: AtomicPtr::new(std::ptr::null_mut()),
             #[cfg(mcb_loom)]
             freed: crate::sync::atomic::AtomicBool::new(false),
         });
         // SAFETY: the node stays allocated while in the policy: it is linked below (under this
         // lock), and every path that unlinks and retires it removes it from the policy first.
-        node.slot = unsafe { policy.insert(NodeRef(&*node), hash, weight) };
+        node.slot = unsafe { state.policy.insert(NodeRef(&*node), hash, weight) };
         let link = if old.is_null() {
             bucket
         } else {
@@ -456,7 +562,7 @@ impl<T: Send + Sync + 'static> L2<T> {
             // Relaxed: links change only under the shard lock, which we hold.
             link.load(Ordering::Relaxed, &guard)
         } else {
-            // SAFETY: `old` is still linked (out of the policy, so no eviction touched it).
+            // SAFETY: `old` is still linked (see above).
             // Relaxed: links change only under the shard lock, which we hold.
             unsafe { old.deref() }.next.load(Ordering::Relaxed, &guard)
         };
@@ -465,9 +571,80 @@ impl<T: Send + Sync + 'static> L2<T> {
         // Release: pairs with the Acquire loads in `find`; publishes the node's fields.
         link.store(node, Ordering::Release);
         if !old.is_null() {
-            retire(&guard, old);
+            shard.retire(&mut state, old, &guard);
         }
         outcome.map(|()| published())
+    }
+
+    /// Makes room for `need` bytes in `shard`: evicts up to `tries` batches until the live
+    /// entries leave room, then, if retired bytes still take it, frees them. Whether it fits.
+    fn make_room(
+        &self,
+        shard: &Shard<T>,
+        state: &mut Locked<T>,
+        guard: &mut Guard,
+        need: usize,
+        tries: u32,
+    ) -> bool {
+        let mut tries_made = 0;
+        'tries: while !state.policy.fits(need) && tries_made < tries {
+            tries_made += 1;
+            for _ in 0..EVICTIONS_PER_TRY {
+                // Nothing left to evict: more tries cannot help.
+                let Some(victim) = state.policy.evict() else {
+                    break 'tries;
+                };
+                let victim = Shared::from(victim.0);
+                // SAFETY: the victim was in the policy, hence linked and live (lock held).
+                let vhash = unsafe { victim.deref() }.hash;
+                let link = link_to(shard.bucket(vhash), victim, guard);
+                shard.unlink(state, link, victim, guard);
+                if state.policy.fits(need) {
+                    break;
+                }
+            }
+        }
+        if !state.policy.fits(need) {
+            return false;
+        }
+        if state.policy.fits(need + shard.retired_bytes(state)) {
+            return true;
+        }
+        // Over budget only by what retired entries hold: free it before growing further.
+        // Unpinned, or this thread would hold back the epochs it waits for.
+        guard.repin_after(|| self.reclaim_shard(shard, state, need));
+        state.policy.fits(need + shard.retired_bytes(state))
+    }
+
+    /// Hands `shard`'s retired nodes to the collector and drives it until `need` more bytes fit
+    /// or the rounds run out (a reader pinned all along). Models only hand over: forcing
+    /// collections inside a model makes loom's replay diverge.
+    fn reclaim_shard(&self, shard: &Shard<T>, state: &mut Locked<T>, need: usize) {
+        shard.hand_over(state, &self.domain.pin());
+        #[cfg(mcb_loom)]
+        let _ = need;
+        #[cfg(not(mcb_loom))]
+        {
+            use crate::sync::thread;
+            use std::time::Duration;
+            let (mut round, mut pause, mut waited) = (0, Duration::from_micros(1), Duration::ZERO);
+            while !state.policy.fits(need + shard.retired_bytes(state)) {
+                if waited >= RECLAIM_PATIENCE {
+                    return;
+                }
+                round += 1;
+                if round > 16 {
+                    thread::sleep(pause);
+                    waited += pause;
+                    pause = (pause * 2).min(Duration::from_millis(1));
+                } else if round > 2 {
+                    // Let a lagging pinned thread (or one freeing a batch) run.
+                    thread::yield_now();
+                }
+                // Each flush tries to advance the epoch and frees the batches that expired.
+                self.domain.pin().flush();
+            }
+        }
     }
 
     /// What an entry costs against the byte bound.
@@ -479,15 +656,13 @@ impl<T: Send + Sync + 'static> L2<T> {
     pub(crate) fn remove<R>(&self, ns: u32, key: &[u8], removed: impl FnOnce() -> R) -> R {
         let hash = self.hash(ns, key);
         let shard = self.shard(hash);
-        let mut policy = shard.policy.lock();
+        let mut state = shard.state.lock();
         let guard = self.domain.pin();
-        let (link, node) = find(shard.bucket(hash), &guard, |n| {
-            n.hash == hash && n.ns == ns && *n.key == *key
-        });
+        let (link, node) = find(shard.bucket(hash), &guard, |n| n.is(hash, ns, key));
         // SAFETY: as in `insert`.
         if let Some(n) = unsafe { node.as_ref() } {
-            policy.remove(n.slot);
-            unlink(link, node, &guard);
+            state.policy.remove(n.slot);
+            shard.unlink(&mut state, link, node, &guard);
         }
         removed()
     }
@@ -504,7 +679,7 @@ impl<T: Send + Sync + 'static> L2<T> {
     /// each shard's lock.
     pub(crate) fn remove_where(&self, mut dead: impl FnMut(u32, &Entry<T>) -> bool) {
         for shard in self.shards.iter() {
-            let mut policy = shard.policy.lock();
+            let mut state = shard.state.lock();
             let guard = self.domain.pin();
             for bucket in shard.buckets.iter() {
                 let mut link = bucket;
@@ -516,8 +691,8 @@ impl<T: Send + Sync + 'static> L2<T> {
                         break;
                     };
                     if dead(node.ns, &node.entry) {
-                        policy.remove(node.slot);
-                        unlink(link, cur, &guard);
+                        state.policy.remove(node.slot);
+                        shard.unlink(&mut state, link, cur, &guard);
                     } else {
                         link = &node.next;
                     }
@@ -531,6 +706,114 @@ impl<T> Shard<T> {
     fn bucket(&self, hash: u64) -> &Atomic<Node<T>> {
         // High bits: the low ones chose the shard.
         &self.buckets[(hash >> 32) as usize % self.buckets.len()]
+    }
+
+    /// Bytes of retired nodes not yet freed: on the list, and handed over.
+    fn retired_bytes(&self, state: &Locked<T>) -> usize {
+        // Relaxed: a budget figure; a batch freed a moment ago may still count (the writer
+        // then drives the collector once more), never the other way round, since a batch
+        // is added before it is handed over.
+        state.retired_bytes + self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Unlinks `node` (pointed to by `link`, lock held) and retires it.
+    fn unlink(
+        &self,
+        state: &mut Locked<T>,
+        link: &Atomic<Node<T>>,
+        node: Shared<'_, Node<T>>,
+        guard: &Guard,
+    ) {
+        // SAFETY: `node` is linked and the shard lock is held, so it is live.
+        // Relaxed: links change only under the shard lock, which the caller holds.
+        let next = unsafe { node.deref() }.next.load(Ordering::Relaxed, guard);
+        // Release: pairs with the Acquire in `find`; a reader that skips the node through this
+        // link still sees the (older, already published) successor fully.
+        link.store(next, Ordering::Release);
+        self.retire(state, node, guard);
+    }
+
+    /// Puts an unlinked node (out of the policy, lock held) on the retired list; a full list
+    /// goes to the collector.
+    fn retire(&self, state: &mut Locked<T>, node: Shared<'_, Node<T>>, guard: &Guard) {
+        // SAFETY: unlinked under the lock we hold and not yet handed over: still allocated.
+        let node_ref = unsafe { node.deref() };
+        #[cfg(mcb_loom)]
+        if crate::sync::mutant::active(crate::sync::mutant::Mutant::L2FreesEagerly) {
+            // SeqCst: test instrumentation, as in `check_live`.
+            node_ref.freed.store(true, Ordering::SeqCst);
+        }
+        let next = state
+            .retired
+            .map_or(std::ptr::null_mut(), |n| n.0.cast_mut());
+        // Relaxed: read under the shard lock, or by the batch's free, which the collector
+        // orders after the handover.
+        node_ref.retired_next.store(next, Ordering::Relaxed);
+        state.retired = Some(NodeRef(node.as_raw()));
+        state.retired_len += 1;
+        state.retired_bytes += node_ref.weight;
+        if state.retired_len >= RETIRE_BATCH {
+            self.hand_over(state, guard);
+        }
+    }
+
+    /// Gives the retired list to the collector as one batch, freed once no reader pinned
+    /// before now is left, and flushes it to the collector's global queue, where any thread's
+    /// collection frees it (a thread's private bag would keep it until that thread pins
+    /// again, perhaps never). Its bytes stay charged (`in_flight`) until then.
+    fn hand_over(&self, state: &mut Locked<T>, guard: &Guard) {
+        let Some(head) = state.retired.take() else {
+            return;
+        };
+        let bytes = std::mem::take(&mut state.retired_bytes);
+        state.retired_len = 0;
+        #[cfg(mcb_loom)]
+        if crate::sync::mutant::active(crate::sync::mutant::Mutant::L2FreesBatchAtHandover) {
+            for_each_retired(head, |node| {
+                // SeqCst: test instrumentation, as in `check_live`.
+                node.freed.store(true, Ordering::SeqCst)
+            });
+        }
+        // Relaxed: a budget figure (see `retired_bytes`); the free that subtracts it runs
+        // after this, ordered by the collector's own synchronisation.
+        self.in_flight.fetch_add(bytes, Ordering::Relaxed);
+        let in_flight = self.in_flight.clone();
+        // SAFETY: every node on the list is unlinked and out of the policy, so only readers
+        // pinned before now can hold one; the collector runs this once they unpinned. The
+        // values are `'static` (see `L2`), so freeing them later, anywhere, is sound.
+        unsafe {
+            guard.defer_unchecked(move || {
+                free_retired(head);
+                // Relaxed: see above.
+                in_flight.fetch_sub(bytes, Ordering::Relaxed);
+            });
+        }
+        #[cfg(not(mcb_loom))]
+        guard.flush();
+    }
+}
+
+/// Runs `f` on each node of a retired list from `head`.
+fn for_each_retired<T>(head: NodeRef<T>, mut f: impl FnMut(&Node<T>)) {
+    let mut cur = head.0;
+    while !cur.is_null() {
+        // SAFETY: the caller owns the list (lock held, or the batch's free): allocated.
+        let node = unsafe { &*cur };
+        // Relaxed: see `Shard::retire`.
+        cur = node.retired_next.load(Ordering::Relaxed);
+        f(node);
+    }
+}
+
+/// Frees a retired list that no reader can reach any more.
+fn free_retired<T>(head: NodeRef<T>) {
+    let mut cur = head.0.cast_mut();
+    while !cur.is_null() {
+        // SAFETY: the list owns its nodes, each allocated by `Owned::new` and freed only here,
+        // once (the caller guarantees no reader holds one).
+        let node = unsafe { Owned::from_raw(cur) };
+        // Relaxed: see `Shard::retire`.
+        cur = node.retired_next.load(Ordering::Relaxed);
     }
 }
 
@@ -569,33 +852,6 @@ fn link_to<'g, T>(
     link
 }
 
-/// Unlinks `node` (pointed to by `link`, lock held) and retires it.
-fn unlink<T>(link: &Atomic<Node<T>>, node: Shared<'_, Node<T>>, guard: &Guard) {
-    // SAFETY: `node` is linked and the shard lock is held, so it is live.
-    // Relaxed: links change only under the shard lock, which the caller holds.
-    let next = unsafe { node.deref() }.next.load(Ordering::Relaxed, guard);
-    // Release: pairs with the Acquire in `find`; a reader that skips the node through this
-    // link still sees the (older, already published) successor fully.
-    link.store(next, Ordering::Release);
-    retire(guard, node);
-}
-
-/// Frees an unlinked node once no reader can hold it.
-fn retire<T>(guard: &Guard, node: Shared<'_, Node<T>>) {
-    #[cfg(mcb_loom)]
-    if crate::sync::mutant::active(crate::sync::mutant::Mutant::L2FreesEagerly) {
-        // SAFETY: still allocated (the free below is deferred); this marks it as freed now.
-        unsafe { node.deref() }
-            .freed
-            // SeqCst: test instrumentation, as in `check_live`.
-            .store(true, Ordering::SeqCst);
-    }
-    // SAFETY: the node is unreachable from every bucket (unlinked under the shard lock) and out
-    // of the policy, so only readers pinned before the unlink can hold it; the epoch defers the
-    // free until they unpin.
-    unsafe { guard.defer_destroy(node) };
-}
-
 impl<T> Drop for L2<T> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader or writer is left, so nothing needs protection.
@@ -610,6 +866,9 @@ impl<T> Drop for L2<T> {
                     // Relaxed: exclusive access.
                     cur = node.next.load(Ordering::Relaxed, guard);
                 }
+            }
+            if let Some(head) = shard.state.lock().retired.take() {
+                free_retired(head);
             }
         }
     }

@@ -58,7 +58,9 @@ pub(crate) struct Policy<P> {
     small: List,
     main: List,
     ghost: VecDeque<u64>,
-    ghost_counts: HashMap<u64, u32>,
+    /// Keyed by entry hashes, which L2's randomly seeded hasher made: a fixed fast hasher
+    /// suffices (SipHash cost every insert a few percent).
+    ghost_counts: HashMap<u64, u32, foldhash::fast::FixedState>,
     used: usize,
     small_used: usize,
     capacity: usize,
@@ -72,7 +74,7 @@ impl<P: Tracked> Policy<P> {
             small: List::EMPTY,
             main: List::EMPTY,
             ghost: VecDeque::new(),
-            ghost_counts: HashMap::new(),
+            ghost_counts: HashMap::default(),
             used: 0,
             small_used: 0,
             capacity,

@@ -12,7 +12,8 @@
 //! included by path: make in the variant matching the features, under their lock file). A
 //! missing make or C compiler is a failure, not a skip. The cdylib is the one cargo built for
 //! this test run, next to this test binary. `BUCKET_CONFORMANCE_ARGS` (space-separated test names)
-//! narrows a run while debugging.
+//! narrows a run while debugging. A full run must run exactly [`EXPECTED_TESTS`] tests: a test
+//! lost from the suite's table (or one added without updating the count) fails the run.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
 #[path = "../../abi/tests/abi_common/mod.rs"]
@@ -21,6 +22,9 @@ mod abi_common;
 use abi_common::{build, build_sanitized, SANITIZER_ENV};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+/// The number of tests in `bucket_conformance.c`'s table.
+const EXPECTED_TESTS: usize = 61;
 
 /// The `libbucket_engine.so` cargo built for this test run, next to this test binary in
 /// `target/<profile>/deps` (the copy in `target/<profile>` is only refreshed by `cargo build`).
@@ -74,10 +78,19 @@ fn assert_passed(what: &str, out: &Output) {
         String::from_utf8_lossy(&out.stderr),
     );
     let summary = stdout.lines().last().unwrap_or_default();
-    assert!(
-        summary.ends_with(" passed, 0 failed"),
-        "{what}: unexpected summary {summary:?}"
+    let selected = selected_tests();
+    let expected = if selected.is_empty() {
+        EXPECTED_TESTS
+    } else {
+        selected.len()
+    };
+    assert_eq!(
+        summary,
+        format!("{expected} passed, 0 failed"),
+        "{what}: unexpected summary"
     );
+    let ran = stdout.lines().filter(|l| l.starts_with("ok   ")).count();
+    assert_eq!(ran, expected, "{what}: tests reported as passed");
     // The per-test lines, for `--nocapture` runs.
     println!("{stdout}");
 }

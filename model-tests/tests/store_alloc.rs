@@ -1,0 +1,55 @@
+//! What the store's hot paths allocate, counted by a global allocator (this thread only): a
+//! get of a live item allocates nothing; a set allocates the item (its header and its bytes),
+//! L2's node and the node's copy of the key, plus, once per batch of retired nodes, the
+//! collector's queue entry.
+
+#![cfg(not(mcb_loom))] // real threads and std atomics
+
+use mcb_core::store::{Config, ManualClock, Store, StoreOp};
+use mcb_model_tests::alloc::{allocations_during as allocations, Counting};
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn store() -> Store {
+    let store = Store::new(Config::default(), Box::new(ManualClock::new(1))).expect("store");
+    for i in 0..100 {
+        set(&store, i);
+    }
+    store
+}
+
+fn set(store: &Store, i: usize) {
+    let item = store
+        .item(format!("key:{i}").as_bytes(), b"value", 0, 0)
+        .expect("item");
+    store.store(&item, StoreOp::Set).expect("stored");
+}
+
+#[test]
+fn a_get_allocates_nothing() {
+    let store = store();
+    let keys: Vec<String> = (0..100).map(|i| format!("key:{i}")).collect();
+    let n = allocations(|| {
+        for _ in 0..10 {
+            for key in &keys {
+                assert!(store.get(key.as_bytes()).is_some());
+            }
+        }
+    });
+    assert_eq!(n, 0, "allocations in 1000 gets");
+}
+
+#[test]
+fn a_set_allocates_its_item_node_and_key() {
+    let store = store();
+    let keys: Vec<Vec<u8>> = (0..100).map(|i| format!("key:{i}").into_bytes()).collect();
+    let sets = 6400;
+    let n = allocations(|| {
+        for i in 0..sets {
+            let item = store.item(&keys[i % 100], b"value", 0, 0).expect("item");
+            store.store(&item, StoreOp::Set).expect("stored");
+        }
+    });
+    assert!(n <= sets * 4 + sets / 32, "{n} allocations in {sets} sets");
+}
