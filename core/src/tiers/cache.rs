@@ -1,15 +1,15 @@
 //! [`Cache`]: the seed's public API over L1 (this thread), L2 (shared) and L3 (the loader).
 
 use super::clock::to_ms;
-use super::error::Error;
-use super::l1::L1;
+use super::error::{BoxError, Error, LoaderError, StoreKind, Warning};
+use super::l1::{self, L1};
 use super::l2::{Entry, Found, L2};
 use super::namespace::Namespace;
 use super::options::{CallOptions, Options, Resolved};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::time::Duration;
-use crate::sync::{thread, Arc, Mutex, PayloadArc, Striped};
+use crate::sync::{thread, Arc, PayloadArc};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -19,7 +19,7 @@ use std::panic::{self, AssertUnwindSafe};
 pub enum Level {
     /// Not found and no loader to ask.
     Miss = -1,
-    /// This thread's L1 (the one of its stripe).
+    /// This thread's L1 (shared by the caches of one name on this thread).
     L1 = 1,
     /// The shared L2.
     L2 = 2,
@@ -83,6 +83,8 @@ impl<T> Loaded<T> {
 pub struct Peek<T> {
     /// Time left before it goes stale: `None` for never, zero once stale.
     pub remaining: Option<Duration>,
+    /// How long ago it went stale (the seed's negative ttl): `None` while fresh.
+    pub stale_for: Option<Duration>,
     /// The stored value (`None`: a cached miss).
     pub value: Option<PayloadArc<T>>,
     /// Whether it has expired (kept until evicted).
@@ -90,7 +92,10 @@ pub struct Peek<T> {
 }
 
 /// A loader for [`Cache::get_bulk`], which may run on another thread.
-pub type BulkLoader<'a, T> = Box<dyn FnOnce() -> Result<Loaded<T>, String> + Send + 'a>;
+pub type BulkLoader<'a, T> = Box<dyn FnOnce() -> Result<Loaded<T>, BoxError> + Send + 'a>;
+
+/// How many loaders [`Cache::get_bulk`] runs at a time (the seed's default).
+pub const BULK_CONCURRENCY: usize = 3;
 
 /// One operation of [`Cache::get_bulk`].
 pub struct BulkOp<'a, T> {
@@ -100,6 +105,32 @@ pub struct BulkOp<'a, T> {
     pub opts: CallOptions,
     /// The loader for a miss, if any.
     pub loader: Option<BulkLoader<'a, T>>,
+}
+
+impl<'a, T> BulkOp<'a, T> {
+    /// A lookup of `key` with the cache's options and no loader.
+    pub fn new(key: &'a [u8]) -> Self {
+        Self {
+            key,
+            opts: CallOptions::default(),
+            loader: None,
+        }
+    }
+
+    /// With `loader` for a miss (its error may be of any type).
+    pub fn loader<E: Into<BoxError>>(
+        mut self,
+        loader: impl FnOnce() -> Result<Loaded<T>, E> + Send + 'a,
+    ) -> Self {
+        self.loader = Some(Box::new(move || loader().map_err(Into::into)));
+        self
+    }
+
+    /// With per-call options.
+    pub fn opts(mut self, opts: CallOptions) -> Self {
+        self.opts = opts;
+        self
+    }
 }
 
 impl<T> fmt::Debug for BulkOp<'_, T> {
@@ -112,16 +143,14 @@ impl<T> fmt::Debug for BulkOp<'_, T> {
     }
 }
 
-/// A multi-level cache: an L1 per stripe of threads (a thread's L1 is its stripe's), L2 shared
-/// by every cache on the same [`L2`] (isolated by name), L3 a loader run by one caller at a time
-/// per key.
+/// A multi-level cache: an L1 per thread (shared by the caches of one name on that thread), L2
+/// shared by every cache on the same [`L2`] (isolated by name), L3 a loader run by one caller at
+/// a time per key.
 pub struct Cache<T> {
     l2: PayloadArc<L2<T>>,
     ns: Arc<Namespace>,
     /// The separate store for cached misses, and this cache's namespace there.
     misses: Option<(PayloadArc<L2<T>>, Arc<Namespace>)>,
-    /// The L1s: one per stripe of threads (threads beyond `l1_slots` share one).
-    l1: Striped<Mutex<L1<T>>>,
     opts: Options<T>,
     warnings: AtomicU64,
 }
@@ -163,7 +192,6 @@ impl<T: Send + Sync + 'static> Cache<T> {
                 (m, ns)
             }),
             l2,
-            l1: Striped::with_stripes(opts.l1_slots, || Mutex::new(L1::new(opts.l1_capacity))),
             opts,
             warnings: AtomicU64::new(0),
         })
@@ -174,8 +202,8 @@ impl<T: Send + Sync + 'static> Cache<T> {
         &self.ns.name
     }
 
-    /// How many warnings the cache raised (the seed logs them): a value that did not fit in
-    /// L2, a stale value served or resurrected.
+    /// How many warnings the cache raised (each also goes to [`Options::on_warning`]): a value
+    /// that did not fit in L2, a stale value served or resurrected.
     pub fn warnings(&self) -> u64 {
         // Relaxed: a statistic; nothing is published with it.
         self.warnings.load(Ordering::Relaxed)
@@ -183,10 +211,17 @@ impl<T: Send + Sync + 'static> Cache<T> {
 
     /// The value of `key`: from this thread's L1, else L2 (promoted into L1 with its remaining
     /// ttl), else from `loader`, run by one caller at a time per key and stored in L2 and L1.
-    /// Without a loader a miss is `Ok` with level [`Level::Miss`].
-    pub fn get<F>(&self, key: &[u8], opts: &CallOptions, loader: Option<F>) -> Result<Hit<T>, Error>
+    /// Without a loader a miss is `Ok` with level [`Level::Miss`]. The loader's error may be of
+    /// any type; it comes back as [`Error::Loader`], its source kept.
+    pub fn get<F, E>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        loader: Option<F>,
+    ) -> Result<Hit<T>, Error>
     where
-        F: FnOnce() -> Result<Loaded<T>, String>,
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
     {
         match self.lookup(key, opts)? {
             Ok(hit) => Ok(hit),
@@ -200,11 +235,35 @@ impl<T: Send + Sync + 'static> Cache<T> {
         }
     }
 
+    /// [`Cache::get`] with the cache's options.
+    pub fn get_or_load<E: Into<BoxError>>(
+        &self,
+        key: &[u8],
+        loader: impl FnOnce() -> Result<Loaded<T>, E>,
+    ) -> Result<Hit<T>, Error> {
+        self.get(key, &CallOptions::default(), Some(loader))
+    }
+
+    /// [`Cache::get`] with the cache's options and no loader: L1 or L2, else [`Level::Miss`].
+    pub fn get_cached(&self, key: &[u8]) -> Result<Hit<T>, Error> {
+        self.get(key, &CallOptions::default(), None::<fn() -> Result<Loaded<T>, BoxError>>)
+    }
+
+    /// [`Cache::set`] of a value with the cache's options.
+    pub fn put(&self, key: &[u8], value: T) -> Result<(), Error> {
+        self.set(key, &CallOptions::default(), Some(value))
+    }
+
+    /// [`Cache::get_bulk_with`] [`BULK_CONCURRENCY`] loaders at a time.
+    pub fn get_bulk(&self, ops: Vec<BulkOp<'_, T>>) -> Result<Vec<Result<Hit<T>, Error>>, Error> {
+        self.get_bulk_with(ops, BULK_CONCURRENCY)
+    }
+
     /// Answers `ops` in order: L1 and L2 hits at once, misses by their loaders, up to
     /// `concurrency` at a time (this thread included). Every miss's loader runs. A value loaded
     /// on one of the call's helper threads lands in L2 and that thread's L1, so this thread's
     /// next get of it is an L2 hit.
-    pub fn get_bulk(
+    pub fn get_bulk_with(
         &self,
         ops: Vec<BulkOp<'_, T>>,
         concurrency: usize,
@@ -257,17 +316,18 @@ impl<T: Send + Sync + 'static> Cache<T> {
     /// What L2 holds for `key` (remaining ttl, value, staleness), without running a loader or
     /// touching L1; a stale entry only when `stale` is set.
     pub fn peek(&self, key: &[u8], stale: bool) -> Option<Peek<T>> {
-        let found = self.read_l2(key)?;
         let now = self.now();
+        let found = self.read_l2(key, now)?;
         let is_stale = found.entry.is_stale(now);
         if is_stale && !stale {
             return None;
         }
+        let expires_at = found.entry.expires_at();
         Some(Peek {
-            remaining: found
-                .entry
-                .expires_at()
-                .map(|at| Duration::from_millis(at.saturating_sub(now))),
+            remaining: expires_at.map(|at| Duration::from_millis(at.saturating_sub(now))),
+            stale_for: expires_at
+                .filter(|_| is_stale)
+                .map(|at| Duration::from_millis(now - at)),
             value: found.entry.value,
             stale: is_stale,
         })
@@ -278,13 +338,6 @@ impl<T: Send + Sync + 'static> Cache<T> {
     pub fn set(&self, key: &[u8], opts: &CallOptions, value: Option<T>) -> Result<(), Error> {
         let opts = self.opts.resolve(opts)?;
         let hash = self.l2.hash(self.ns.id, key);
-        if let Some((misses, ns)) = &self.misses {
-            // The key must not stay in the other store.
-            match value {
-                Some(_) => misses.remove(ns.id, key, || ()),
-                None => self.l2.remove(self.ns.id, key, || ()),
-            }
-        }
         let ttl = if value.is_some() {
             opts.ttl
         } else {
@@ -310,7 +363,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         if let Some((misses, ns)) = &self.misses {
             misses.remove(ns.id, key, || self.ns.bump(stripe));
         }
-        self.with_l1(|l1| l1.remove(key));
+        self.l1(|l1| l1.remove(key));
     }
 
     /// Removes every entry of this cache from L2 (other caches on the same store keep theirs)
@@ -325,25 +378,23 @@ impl<T: Send + Sync + 'static> Cache<T> {
         if !mutant::active(Mutant::PurgeSkipsBump) {
             self.ns.bump_all();
         }
-        self.with_l1(L1::clear);
+        self.l1(L1::clear);
     }
 
     /// Drops this thread's L1 copies that other threads' writes invalidated. Kept for parity
     /// with the seed: `get` already never returns such a copy.
     pub fn update(&self) {
-        self.with_l1(|l1| l1.sweep(|stripe| self.ns.generation(stripe)));
+        self.l1(|l1| l1.sweep(|stripe| self.ns.generation(stripe)));
     }
 
-    /// For property tests: checks the invariants of every L1 (see `L1::validate`) and of the
-    /// L2 stores (see [`L2::validate`]).
+    /// For property tests: checks the invariants of this thread's L1 (see `L1::validate`) and
+    /// of the L2 stores (see [`L2::validate`]).
     ///
     /// # Panics
     /// On the first broken invariant.
     #[doc(hidden)]
     pub fn validate(&self) {
-        for l1 in self.l1.iter() {
-            l1.lock().validate();
-        }
+        self.l1(|l1| l1.validate());
         self.l2.validate();
         if let Some((misses, _)) = &self.misses {
             misses.validate();
@@ -354,27 +405,31 @@ impl<T: Send + Sync + 'static> Cache<T> {
         self.opts.clock.now_ms()
     }
 
-    fn with_l1<R>(&self, f: impl FnOnce(&mut L1<T>) -> R) -> R {
-        f(&mut self.l1.own().lock())
+    /// Runs `f` on this thread's L1 of this cache's name.
+    fn l1<R>(&self, f: impl FnOnce(&mut L1<T>) -> R) -> R {
+        l1::with_local(&self.ns, self.opts.l1_capacity, f)
     }
 
-    fn warn(&self) {
+    fn warn(&self, warning: Warning<'_>) {
         // Relaxed: a statistic.
         self.warnings.fetch_add(1, Ordering::Relaxed);
+        if let Some(hook) = &self.opts.on_warning {
+            hook(&warning);
+        }
     }
 
     /// L1 then L2: a hit, or what the loader needs to know.
     fn lookup(&self, key: &[u8], opts: &CallOptions) -> Result<Result<Hit<T>, Pending<T>>, Error> {
+        // Checked on every path, an L1 hit included (the seed lets an L1 hit through).
+        let opts = self.opts.resolve(opts)?;
         let now = self.now();
         let generation = |stripe| self.ns.generation(stripe);
-        if let Some(value) = self.with_l1(|l1| l1.get(key, now, generation)) {
+        if let Some(value) = self.l1(|l1| l1.get(key, now, generation)) {
             return Ok(Ok(Hit {
                 value,
                 level: Level::L1,
             }));
         }
-        // Checked past L1, as the seed does: an L1 hit needs none of them.
-        let opts = self.opts.resolve(opts)?;
         let hash = self.l2.hash(self.ns.id, key);
         let stripe = Namespace::stripe(hash);
         let stale = match self.read_and_promote(key, stripe, now)? {
@@ -394,7 +449,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         // Read before L2: a write that lands after it bumps past this tag, so the copy we are
         // about to keep can only be invalidated, never wrongly kept.
         let mut generation = self.ns.generation(stripe);
-        let found = self.read_l2(key);
+        let found = self.read_l2(key, now);
         if mutant::active(Mutant::L1TagsAfterL2Read) {
             generation = self.ns.generation(stripe);
         }
@@ -417,11 +472,20 @@ impl<T: Send + Sync + 'static> Cache<T> {
         Ok(Read::Fresh(Hit { value, level }))
     }
 
-    fn read_l2(&self, key: &[u8]) -> Option<Found<T>> {
-        self.l2.get(self.ns.id, key).or_else(|| {
-            let (misses, ns) = self.misses.as_ref()?;
-            misses.get(ns.id, key)
-        })
+    /// The key's L2 entry: the value store's unless it is absent or stale and the miss store
+    /// holds a fresher one (a miss cached after the value expired).
+    fn read_l2(&self, key: &[u8], now: u64) -> Option<Found<T>> {
+        let value = self.l2.get(self.ns.id, key);
+        if value.as_ref().is_some_and(|v| !v.entry.is_stale(now)) {
+            return value;
+        }
+        let Some((misses, ns)) = &self.misses else {
+            return value;
+        };
+        match misses.get(ns.id, key) {
+            Some(miss) if value.is_none() || !miss.entry.is_stale(now) => Some(miss),
+            _ => value,
+        }
     }
 
     /// The L1 transform, for values on their way to a caller.
@@ -443,7 +507,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     ) -> Result<Option<PayloadArc<T>>, Error> {
         let value = self.transform(value)?;
         let copy = value.clone();
-        self.with_l1(|l1| l1.insert(key, copy, expires_at, stripe, generation));
+        self.l1(|l1| l1.insert(key, copy, expires_at, stripe, generation));
         Ok(value)
     }
 
@@ -467,9 +531,18 @@ impl<T: Send + Sync + 'static> Cache<T> {
             ttl,
             resurrected,
         };
-        let (l2, ns) = match &self.misses {
-            Some((misses, ns)) if value.is_none() => (misses, ns.id),
-            _ => (&self.l2, self.ns.id),
+        let (l2, ns, kind) = match &self.misses {
+            Some((misses, ns)) => {
+                // The key must not stay in the other store, where it could shadow this write.
+                if value.is_some() {
+                    misses.remove(ns.id, key, || ());
+                    (&self.l2, self.ns.id, StoreKind::Values)
+                } else {
+                    self.l2.remove(self.ns.id, key, || ());
+                    (misses, ns.id, StoreKind::Misses)
+                }
+            }
+            None => (&self.l2, self.ns.id, StoreKind::Values),
         };
         let stripe = pending.stripe;
         // Read before the write, as in `read_and_promote`, for a load.
@@ -484,7 +557,11 @@ impl<T: Send + Sync + 'static> Cache<T> {
             Ok(bumped) => bumped.unwrap_or(before),
             Err(err) if strict => return Err(err),
             Err(_) => {
-                self.warn();
+                self.warn(Warning::NoRoom {
+                    key,
+                    store: kind,
+                    tries: pending.opts.tries,
+                });
                 before
             }
         };
@@ -493,11 +570,15 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// The miss path: take the key's lock, re-read L2, run the loader, store its result.
-    fn load<F>(&self, key: &[u8], pending: Pending<T>, loader: F) -> Result<Hit<T>, Error>
+    fn load<F, E>(&self, key: &[u8], pending: Pending<T>, loader: F) -> Result<Hit<T>, Error>
     where
-        F: FnOnce() -> Result<Loaded<T>, String>,
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
     {
-        let held = self.ns.flights.acquire(key, self.now(), pending.opts.lock);
+        let held = self
+            .ns
+            .flights
+            .acquire(key, &self.opts.clock, pending.opts.lock);
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
             if let Read::Fresh(hit) = self.read_and_promote(key, pending.stripe, self.now())? {
@@ -510,7 +591,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
             Err(timeout) => {
                 return match (&pending.stale, pending.opts.resurrect) {
                     (Some(stale), Some(_)) => {
-                        self.warn();
+                        self.warn(Warning::StaleOnLockTimeout { key });
                         Ok(Hit {
                             value: self.transform(stale.clone())?,
                             level: Level::Stale,
@@ -522,14 +603,19 @@ impl<T: Send + Sync + 'static> Cache<T> {
         };
         let loaded = match panic::catch_unwind(AssertUnwindSafe(loader)) {
             Ok(Ok(loaded)) => loaded,
-            Ok(Err(err)) => return self.resurrect(key, &pending, Error::Loader(err)),
+            Ok(Err(err)) => {
+                let err = Error::Loader(LoaderError::new(err));
+                return self.resurrect(key, &pending, err);
+            }
+            // A panic is no answer to stand in for (the seed's callback threw): returned, and
+            // the next get runs the loader again.
             Err(payload) => {
                 let message = payload
                     .downcast_ref::<&str>()
                     .map(|s| (*s).to_owned())
                     .or_else(|| payload.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "non-string panic".to_owned());
-                return self.resurrect(key, &pending, Error::LoaderPanicked(message));
+                return Err(Error::LoaderPanicked(message));
             }
         };
         let value = loaded.value.map(PayloadArc::new);
@@ -558,7 +644,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         let (Some(stale), Some(ttl)) = (&pending.stale, pending.opts.resurrect) else {
             return Err(err);
         };
-        self.warn();
+        self.warn(Warning::Resurrected { key, error: &err });
         let value = self.store(key, pending, stale.clone(), ttl, true, false)?;
         Ok(Hit {
             value,

@@ -49,6 +49,13 @@ impl Clock {
     }
 }
 
+impl Clock {
+    /// Whether only [`Clock::advance`] moves it (a waiter must then look at it again and again).
+    pub(crate) fn is_manual(&self) -> bool {
+        matches!(self.0, Source::Manual(_))
+    }
+}
+
 /// Whole milliseconds, saturating (a ttl of centuries is still "very long", not a wrap-around).
 pub(crate) fn to_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
