@@ -13,7 +13,6 @@ fn cache() -> Arc<Cache<u32>> {
     let l2 = L2::with_shards(1 << 12, 1).expect("valid");
     let opts = Options {
         clock: Clock::manual(),
-        l1_slots: 4,
         l1_capacity: 4,
         ..Options::default()
     };

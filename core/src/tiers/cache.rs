@@ -401,6 +401,13 @@ impl<T: Send + Sync + 'static> Cache<T> {
         }
     }
 
+    /// For property tests: the invalidation stripe of `key` (a write of a key drops every
+    /// thread's L1 copies of the keys of its stripe).
+    #[doc(hidden)]
+    pub fn invalidation_stripe(&self, key: &[u8]) -> usize {
+        Namespace::stripe(self.l2.hash(self.ns.id, key))
+    }
+
     fn now(&self) -> u64 {
         self.opts.clock.now_ms()
     }
