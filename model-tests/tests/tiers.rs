@@ -11,12 +11,17 @@ use mcb_model_tests::{caught, check};
 
 fn cache() -> Arc<Cache<u32>> {
     let l2 = L2::with_shards(1 << 12, 1).expect("valid");
+    named(&PayloadArc::new(l2), "model")
+}
+
+/// A cache named `name` on `l2` (caches of one name share each thread's L1).
+fn named(l2: &PayloadArc<L2<u32>>, name: &str) -> Arc<Cache<u32>> {
     let opts = Options {
         clock: Clock::manual(),
         l1_capacity: 4,
         ..Options::default()
     };
-    Arc::new(Cache::new("model", PayloadArc::new(l2), opts).expect("valid"))
+    Arc::new(Cache::new(name, l2.clone(), opts).expect("valid"))
 }
 
 /// Joins `threads`; if one panicked, re-raises its panic after forgetting `locals`, because
@@ -93,7 +98,7 @@ fn single_flight() {
             let loader = || {
                 // Relaxed: the count is read after every thread joined.
                 runs.fetch_add(1, Ordering::Relaxed);
-                Ok(Loaded::some(7))
+                Ok::<_, String>(Loaded::some(7))
             };
             let hit = cache
                 .get(b"k", &CallOptions::default(), Some(loader))
@@ -227,7 +232,7 @@ fn l1_load_races_set() {
     let loader_thread = {
         let (cache, done) = (cache.clone(), done.clone());
         thread::spawn(move || {
-            let loader = || Ok(Loaded::some(0));
+            let loader = || Ok::<_, String>(Loaded::some(0));
             let loaded = cache.get(b"k", &CallOptions::default(), Some(loader));
             assert!(loaded.expect("loom never times out a lock").value.is_some());
             // Acquire: pairs with the writer's Release; the set happened before this get.
@@ -259,5 +264,49 @@ fn tiers_l1_load_races_set_catches_a_late_tag() {
         Mutant::StoreTagsAfterWrite,
         "stale L1 copy of a load after a set",
         l1_load_races_set,
+    );
+}
+
+/// L1 is per thread and shared by the caches of one name: a reader fills its L1 through one
+/// cache while a writer sets the key through a second cache of that name; once the set has
+/// returned, the reader's next get through a third one returns what L2 holds.
+fn l1_shared_by_name() {
+    let l2 = PayloadArc::new(L2::with_shards(1 << 12, 1).expect("valid"));
+    let (first, second, third) = (named(&l2, "n"), named(&l2, "n"), named(&l2, "n"));
+    set(&first, b"k", 0);
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let done = done.clone();
+        thread::spawn(move || {
+            let none = None::<fn() -> Result<Loaded<u32>, String>>;
+            first.get(b"k", &CallOptions::default(), none).unwrap();
+            // Acquire: pairs with the writer's Release; the set happened before this get.
+            if done.load(Ordering::Acquire) {
+                let next = third.get(b"k", &CallOptions::default(), none).unwrap();
+                assert_eq!(
+                    next.value.as_deref().copied(),
+                    peek(&third, b"k"),
+                    "stale L1 read through another cache of the name"
+                );
+            }
+        })
+    };
+    set(&second, b"k", 1);
+    // Release: publishes "the set returned" to the reader.
+    done.store(true, Ordering::Release);
+    join_all(vec![reader], (second, done));
+}
+
+#[test]
+fn tiers_l1_shared_by_name() {
+    check(l1_shared_by_name);
+}
+
+#[test]
+fn tiers_l1_shared_by_name_catches_a_set_without_bump() {
+    caught(
+        Mutant::SetSkipsBump,
+        "stale L1 read through another cache of the name",
+        l1_shared_by_name,
     );
 }

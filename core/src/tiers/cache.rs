@@ -555,7 +555,8 @@ impl<T: Send + Sync + 'static> Cache<T> {
         // Read before the write, as in `read_and_promote`, for a load.
         let mut before = self.ns.generation(stripe);
         let stored = l2.insert(ns, key, entry, pending.opts.tries, || {
-            strict.then(|| self.ns.bump(stripe))
+            let bump = strict && !mutant::active(Mutant::SetSkipsBump);
+            bump.then(|| self.ns.bump(stripe))
         });
         if mutant::active(Mutant::StoreTagsAfterWrite) {
             before = self.ns.generation(stripe);
