@@ -967,3 +967,29 @@ fn get_bulk_runs_three_loaders_at_a_time_by_default() {
     // Relaxed: joined.
     assert_eq!(most.load(Ordering::Relaxed), BULK_CONCURRENCY);
 }
+
+#[test]
+fn l1_keeps_a_type_of_its_own_made_by_the_transform() {
+    let clock = Clock::manual();
+    let parse = |s: &String| s.parse::<u64>();
+    let numbers = Cache::with_l1_type("n", store(1 << 16), options(&clock), parse).unwrap();
+    let hit = numbers
+        .get_or_load(b"k", || Ok::<_, String>(Loaded::some("42".to_owned())))
+        .unwrap();
+    assert_eq!((hit.value.as_deref(), hit.level), (Some(&42u64), Level::L3));
+    assert_eq!(numbers.get_cached(b"k").unwrap().level, Level::L1);
+    elsewhere(|| {
+        let hit = numbers.get_cached(b"k").unwrap();
+        assert_eq!((hit.value.as_deref(), hit.level), (Some(&42u64), Level::L2));
+    });
+    assert_eq!(
+        numbers.peek(b"k", false).unwrap().value.as_deref().map(String::as_str),
+        Some("42"),
+        "L2 keeps the loaded type"
+    );
+    numbers.put(b"bad", "x".to_owned()).unwrap_err();
+    assert!(matches!(numbers.get_cached(b"bad"), Err(Error::Transform(_))));
+    let mut opts = options(&clock);
+    opts.transform = Some(PayloadArc::new(|v: &PayloadArc<String>| Ok(v.clone())));
+    assert!(Cache::with_l1_type("n", store(1 << 16), opts, parse).is_err());
+}

@@ -143,19 +143,24 @@ impl<T> fmt::Debug for BulkOp<'_, T> {
     }
 }
 
+/// How a value of L2 becomes what L1 keeps and callers get.
+type IntoL1<T, V> = PayloadArc<dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Send + Sync>;
+
 /// A multi-level cache: an L1 per thread (shared by the caches of one name on that thread), L2
 /// shared by every cache on the same [`L2`] (isolated by name), L3 a loader run by one caller at
-/// a time per key.
-pub struct Cache<T> {
+/// a time per key. L2 keeps `T`; L1 keeps `V`, which is `T` unless the cache was made with
+/// [`Cache::with_l1_type`] (the seed's `l1_serializer` turning, say, bytes into a parsed object).
+pub struct Cache<T, V = T> {
     l2: PayloadArc<L2<T>>,
     ns: Arc<Namespace>,
     /// The separate store for cached misses, and this cache's namespace there.
     misses: Option<(PayloadArc<L2<T>>, Arc<Namespace>)>,
     opts: Options<T>,
+    into_l1: IntoL1<T, V>,
     warnings: AtomicU64,
 }
 
-impl<T> fmt::Debug for Cache<T> {
+impl<T, V> fmt::Debug for Cache<T, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cache")
             .field("name", &self.ns.name)
@@ -165,11 +170,11 @@ impl<T> fmt::Debug for Cache<T> {
 }
 
 /// What a read of L2 led to.
-enum Read<T> {
+enum Read<T, V> {
     /// Nothing there.
     Absent,
     /// Answered.
-    Fresh(Hit<T>),
+    Fresh(Hit<V>),
     /// Expired but kept: a candidate for resurrection (raw, not transformed).
     Stale(Option<PayloadArc<T>>),
 }
@@ -184,6 +189,42 @@ struct Pending<T> {
 impl<T: Send + Sync + 'static> Cache<T> {
     /// A cache named `name` over `l2`; caches with one name on one L2 share their entries.
     pub fn new(name: &str, l2: PayloadArc<L2<T>>, opts: Options<T>) -> Result<Self, Error> {
+        let into_l1: IntoL1<T, T> = match opts.transform.clone() {
+            Some(transform) => PayloadArc::new(move |v| transform(v).map_err(Error::Transform)),
+            None => PayloadArc::new(|v| Ok(v.clone())),
+        };
+        Self::build(name, l2, opts, into_l1)
+    }
+}
+
+impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
+    /// A cache whose L1 keeps `into_l1`'s answer for each value of L2 (the seed's
+    /// `l1_serializer`, with a type of its own): it runs on every promotion into L1, and its
+    /// error is returned to the caller as [`Error::Transform`]. `opts.transform` must be unset.
+    pub fn with_l1_type<E: Into<BoxError>>(
+        name: &str,
+        l2: PayloadArc<L2<T>>,
+        opts: Options<T>,
+        into_l1: impl Fn(&T) -> Result<V, E> + Send + Sync + 'static,
+    ) -> Result<Self, Error> {
+        if opts.transform.is_some() {
+            return Err(Error::InvalidOption(
+                "transform: with_l1_type takes the L1 transform",
+            ));
+        }
+        let into_l1: IntoL1<T, V> = PayloadArc::new(move |v| match into_l1(v) {
+            Ok(v) => Ok(PayloadArc::new(v)),
+            Err(err) => Err(Error::Transform(err.into().to_string())),
+        });
+        Self::build(name, l2, opts, into_l1)
+    }
+
+    fn build(
+        name: &str,
+        l2: PayloadArc<L2<T>>,
+        opts: Options<T>,
+        into_l1: IntoL1<T, V>,
+    ) -> Result<Self, Error> {
         opts.validate()?;
         Ok(Self {
             ns: l2.namespace(name),
@@ -193,6 +234,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
             }),
             l2,
             opts,
+            into_l1,
             warnings: AtomicU64::new(0),
         })
     }
@@ -218,7 +260,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         key: &[u8],
         opts: &CallOptions,
         loader: Option<F>,
-    ) -> Result<Hit<T>, Error>
+    ) -> Result<Hit<V>, Error>
     where
         F: FnOnce() -> Result<Loaded<T>, E>,
         E: Into<BoxError>,
@@ -240,12 +282,12 @@ impl<T: Send + Sync + 'static> Cache<T> {
         &self,
         key: &[u8],
         loader: impl FnOnce() -> Result<Loaded<T>, E>,
-    ) -> Result<Hit<T>, Error> {
+    ) -> Result<Hit<V>, Error> {
         self.get(key, &CallOptions::default(), Some(loader))
     }
 
     /// [`Cache::get`] with the cache's options and no loader: L1 or L2, else [`Level::Miss`].
-    pub fn get_cached(&self, key: &[u8]) -> Result<Hit<T>, Error> {
+    pub fn get_cached(&self, key: &[u8]) -> Result<Hit<V>, Error> {
         self.get(key, &CallOptions::default(), None::<fn() -> Result<Loaded<T>, BoxError>>)
     }
 
@@ -255,7 +297,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// [`Cache::get_bulk_with`] [`BULK_CONCURRENCY`] loaders at a time.
-    pub fn get_bulk(&self, ops: Vec<BulkOp<'_, T>>) -> Result<Vec<Result<Hit<T>, Error>>, Error> {
+    pub fn get_bulk(&self, ops: Vec<BulkOp<'_, T>>) -> Result<Vec<Result<Hit<V>, Error>>, Error> {
         self.get_bulk_with(ops, BULK_CONCURRENCY)
     }
 
@@ -267,11 +309,11 @@ impl<T: Send + Sync + 'static> Cache<T> {
         &self,
         ops: Vec<BulkOp<'_, T>>,
         concurrency: usize,
-    ) -> Result<Vec<Result<Hit<T>, Error>>, Error> {
+    ) -> Result<Vec<Result<Hit<V>, Error>>, Error> {
         if concurrency == 0 {
             return Err(Error::InvalidOption("concurrency must be > 0"));
         }
-        let mut results: Vec<Option<Result<Hit<T>, Error>>> = Vec::with_capacity(ops.len());
+        let mut results: Vec<Option<Result<Hit<V>, Error>>> = Vec::with_capacity(ops.len());
         let mut jobs = Vec::new();
         for (index, op) in ops.into_iter().enumerate() {
             results.push(match (self.lookup(op.key, &op.opts), op.loader) {
@@ -413,7 +455,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// Runs `f` on this thread's L1 of this cache's name.
-    fn l1<R>(&self, f: impl FnOnce(&mut L1<T>) -> R) -> R {
+    fn l1<R>(&self, f: impl FnOnce(&mut L1<V>) -> R) -> R {
         l1::with_local(&self.ns, self.opts.l1_capacity, f)
     }
 
@@ -426,7 +468,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// L1 then L2: a hit, or what the loader needs to know.
-    fn lookup(&self, key: &[u8], opts: &CallOptions) -> Result<Result<Hit<T>, Pending<T>>, Error> {
+    fn lookup(&self, key: &[u8], opts: &CallOptions) -> Result<Result<Hit<V>, Pending<T>>, Error> {
         // Checked on every path, an L1 hit included (the seed lets an L1 hit through).
         let opts = self.opts.resolve(opts)?;
         let now = self.now();
@@ -452,7 +494,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// Reads L2 and promotes a fresh value into L1, tagged with the generation read before.
-    fn read_and_promote(&self, key: &[u8], stripe: usize, now: u64) -> Result<Read<T>, Error> {
+    fn read_and_promote(&self, key: &[u8], stripe: usize, now: u64) -> Result<Read<T, V>, Error> {
         // Read before L2: a write that lands after it bumps past this tag, so the copy we are
         // about to keep can only be invalidated, never wrongly kept.
         let mut generation = self.ns.generation(stripe);
@@ -496,11 +538,8 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// The L1 transform, for values on their way to a caller.
-    fn transform(&self, value: Option<PayloadArc<T>>) -> Result<Option<PayloadArc<T>>, Error> {
-        match (value, &self.opts.transform) {
-            (Some(value), Some(transform)) => transform(&value).map(Some).map_err(Error::Transform),
-            (value, _) => Ok(value),
-        }
+    fn transform(&self, value: Option<PayloadArc<T>>) -> Result<Option<PayloadArc<V>>, Error> {
+        value.map(|v| (self.into_l1)(&v)).transpose()
     }
 
     /// Transforms `value` and keeps it in this thread's L1.
@@ -511,7 +550,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         expires_at: Option<u64>,
         stripe: usize,
         generation: u64,
-    ) -> Result<Option<PayloadArc<T>>, Error> {
+    ) -> Result<Option<PayloadArc<V>>, Error> {
         let value = self.transform(value)?;
         let copy = value.clone();
         self.l1(|l1| l1.insert(key, copy, expires_at, stripe, generation));
@@ -530,7 +569,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         ttl: u64,
         resurrected: bool,
         strict: bool,
-    ) -> Result<Option<PayloadArc<T>>, Error> {
+    ) -> Result<Option<PayloadArc<V>>, Error> {
         let now = self.now();
         let entry = Entry {
             value: value.clone(),
@@ -578,7 +617,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
     }
 
     /// The miss path: take the key's lock, re-read L2, run the loader, store its result.
-    fn load<F, E>(&self, key: &[u8], pending: Pending<T>, loader: F) -> Result<Hit<T>, Error>
+    fn load<F, E>(&self, key: &[u8], pending: Pending<T>, loader: F) -> Result<Hit<V>, Error>
     where
         F: FnOnce() -> Result<Loaded<T>, E>,
         E: Into<BoxError>,
@@ -629,7 +668,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         let value = loaded.value.map(PayloadArc::new);
         if !loaded.cache {
             return Ok(Hit {
-                value,
+                value: self.transform(value)?,
                 level: Level::L3,
             });
         }
@@ -648,7 +687,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
 
     /// After a loader failure: puts a stale value back for resurrect_ttl (level 4) if there is
     /// one and resurrection is on, else returns `err`.
-    fn resurrect(&self, key: &[u8], pending: &Pending<T>, err: Error) -> Result<Hit<T>, Error> {
+    fn resurrect(&self, key: &[u8], pending: &Pending<T>, err: Error) -> Result<Hit<V>, Error> {
         let (Some(stale), Some(ttl)) = (&pending.stale, pending.opts.resurrect) else {
             return Err(err);
         };

@@ -33,9 +33,10 @@ loom::thread_local! {
     static LOCAL: RefCell<Vec<Local>> = RefCell::new(Vec::new());
 }
 
-/// Runs `f` on the calling thread's L1 for the caches of `ns`, made with `capacity` entries by
-/// the first cache of that name to use it on this thread. The L1 goes with the thread; one whose
-/// store and caches are all gone goes when this thread next makes an L1.
+/// Runs `f` on the calling thread's L1 for the caches of `ns` that keep `T` in L1, made with
+/// `capacity` entries by the first such cache to use it on this thread. The L1 goes with the
+/// thread, or earlier, when this thread makes another L1 after the last other holder of its
+/// name (store and caches) is gone.
 ///
 /// # Panics
 /// If `f` re-enters (the cache never calls out to user code from inside it).
@@ -46,7 +47,8 @@ pub(crate) fn with_local<T: 'static, R>(
 ) -> R {
     LOCAL.with(|local| {
         let mut local = local.borrow_mut();
-        let at = match local.iter().position(|l| Arc::ptr_eq(&l.ns, ns)) {
+        let mine = |l: &Local| Arc::ptr_eq(&l.ns, ns) && l.l1.is::<L1<T>>();
+        let at = match local.iter().position(mine) {
             Some(at) => at,
             None => {
                 // Only this thread still knows these names: their store is gone.
@@ -61,7 +63,7 @@ pub(crate) fn with_local<T: 'static, R>(
         let l1 = local[at]
             .l1
             .downcast_mut::<L1<T>>()
-            .expect("a namespace belongs to one store, of one value type");
+            .expect("found by its type");
         f(l1)
     })
 }
