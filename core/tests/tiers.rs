@@ -993,3 +993,26 @@ fn l1_keeps_a_type_of_its_own_made_by_the_transform() {
     opts.transform = Some(PayloadArc::new(|v: &PayloadArc<String>| Ok(v.clone())));
     assert!(Cache::with_l1_type("n", store(1 << 16), opts, parse).is_err());
 }
+
+#[test]
+fn one_l2_serves_caches_of_any_value_type() {
+    let l2 = PayloadArc::new(L2::<AnyValue>::with_shards(1 << 16, 1).unwrap());
+    let opts = || Options {
+        clock: Clock::manual(),
+        ..Options::default()
+    };
+    let names = Cache::<AnyValue, String>::of_type("names", l2.clone(), opts()).unwrap();
+    let counts = Cache::<AnyValue, u64>::of_type("counts", l2.clone(), opts()).unwrap();
+    let hit = names
+        .get_or_load(b"k", || Ok::<_, String>(Loaded::some(AnyValue::new("Ann".to_owned()))))
+        .unwrap();
+    assert_eq!(hit.value.as_deref().map(String::as_str), Some("Ann"));
+    counts.put(b"k", AnyValue::new(7u64)).unwrap();
+    elsewhere(|| {
+        assert_eq!(names.get_cached(b"k").unwrap().value.as_deref().unwrap(), "Ann");
+        assert_eq!(counts.get_cached(b"k").unwrap().value.as_deref(), Some(&7));
+    });
+    assert_eq!(l2.len(), 2, "both in the one store");
+    let confused = Cache::<AnyValue, u64>::of_type("names", l2, opts()).unwrap();
+    assert!(matches!(confused.get_cached(b"k"), Err(Error::Transform(_))));
+}

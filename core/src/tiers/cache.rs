@@ -144,7 +144,7 @@ impl<T> fmt::Debug for BulkOp<'_, T> {
 }
 
 /// How a value of L2 becomes what L1 keeps and callers get.
-type IntoL1<T, V> = PayloadArc<dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Send + Sync>;
+pub(crate) type IntoL1<T, V> = PayloadArc<dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Send + Sync>;
 
 /// A multi-level cache: an L1 per thread (shared by the caches of one name on that thread), L2
 /// shared by every cache on the same [`L2`] (isolated by name), L3 a loader run by one caller at
@@ -219,7 +219,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         Self::build(name, l2, opts, into_l1)
     }
 
-    fn build(
+    pub(crate) fn build(
         name: &str,
         l2: PayloadArc<L2<T>>,
         opts: Options<T>,

@@ -4,6 +4,7 @@
 //!   name share it, as mlcache's instances of one name share one LRU per worker.
 //! - `l2`: one byte-bounded store shared by every cache, with lock-free reads (crossbeam-epoch)
 //!   and S3-FIFO eviction; entries keep their expiry so that stale values can be read back.
+//! - `any`: [`AnyValue`], so that one L2 serves caches of different value types.
 //! - `flight`: the per-key lock that lets one caller at a time run a loader (L3).
 //! - `cache`: [`Cache`], the seed's public API (`get`, `peek`, `set`, `delete`, `purge`,
 //!   `update`, `get_bulk`) over the three levels.
@@ -11,6 +12,7 @@
 //! Times come from a [`Clock`] that tests move by hand, so every ttl rule is tested without
 //! sleeping.
 
+mod any;
 mod cache;
 mod clock;
 mod error;
@@ -23,6 +25,7 @@ mod options;
 #[allow(unsafe_code)] // the policy's handles on L2 nodes (`Tracked::freq`)
 mod s3fifo;
 
+pub use any::AnyValue;
 pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek, BULK_CONCURRENCY};
 pub use clock::Clock;
 pub use error::{BoxError, Error, LoaderError, StoreKind, Warning};
