@@ -1016,3 +1016,13 @@ fn one_l2_serves_caches_of_any_value_type() {
     let confused = Cache::<AnyValue, u64>::of_type("names", l2, opts()).unwrap();
     assert!(matches!(confused.get_cached(b"k"), Err(Error::Transform(_))));
 }
+
+#[test]
+fn byte_like_values_weigh_their_length_by_default() {
+    let l2 = PayloadArc::new(L2::<String>::with_shards(1 << 16, 1).unwrap());
+    let cache = Cache::new("w", l2.clone(), options(&Clock::manual())).unwrap();
+    cache.put(b"small", "x".to_owned()).unwrap();
+    let small = l2.used_bytes();
+    cache.put(b"large", "x".repeat(1000)).unwrap();
+    assert_eq!(l2.used_bytes() - small, small + 999, "one more key byte, 999 more value bytes");
+}

@@ -5,23 +5,36 @@ use super::cache::Cache;
 use super::error::Error;
 use super::l2::L2;
 use super::options::Options;
+use super::weigh::default_weight;
 use crate::sync::PayloadArc;
 use std::any::Any;
 use std::fmt;
 
 /// A value of any type, shared (no copy when a cache hands it out as its own type).
 #[derive(Clone)]
-pub struct AnyValue(PayloadArc<dyn Any + Send + Sync>);
+pub struct AnyValue {
+    value: PayloadArc<dyn Any + Send + Sync>,
+    /// What the value weighs in L2 by default (see `weigh::default_weight`).
+    weight: usize,
+}
 
 impl AnyValue {
     /// Wraps `value`.
     pub fn new<V: Any + Send + Sync>(value: V) -> Self {
-        Self(PayloadArc::new(value))
+        Self {
+            weight: default_weight(&value),
+            value: PayloadArc::new(value),
+        }
+    }
+
+    /// What the wrapped value weighs by default.
+    pub(crate) fn weight(&self) -> usize {
+        self.weight
     }
 
     /// The value, if it is a `V`.
     pub fn downcast<V: Any + Send + Sync>(&self) -> Option<PayloadArc<V>> {
-        self.0.clone().downcast().ok()
+        self.value.clone().downcast().ok()
     }
 }
 

@@ -22,6 +22,7 @@ mod l1;
 mod l2;
 mod namespace;
 mod options;
+mod weigh;
 #[allow(unsafe_code)] // the policy's handles on L2 nodes (`Tracked::freq`)
 mod s3fifo;
 
