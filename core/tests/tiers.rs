@@ -812,7 +812,9 @@ fn a_write_invalidates_under_1_in_10_000_of_other_keys_copies() {
     }
     elsewhere(|| {
         for i in 0..WRITES {
-            cache.put(format!("other{i}").as_bytes(), "w".into()).unwrap();
+            cache
+                .put(format!("other{i}").as_bytes(), "w".into())
+                .unwrap();
         }
     });
     let dropped = keys
@@ -845,9 +847,15 @@ fn short_forms_for_the_common_calls() {
     let hit = cache
         .get_or_load(b"k", || Ok::<_, String>(Loaded::some("v".to_owned())))
         .unwrap();
-    assert_eq!((hit.value.as_deref().cloned(), hit.level), (Some("v".into()), Level::L3));
+    assert_eq!(
+        (hit.value.as_deref().cloned(), hit.level),
+        (Some("v".into()), Level::L3)
+    );
     cache.put(b"k", "w".into()).unwrap();
-    assert_eq!(cache.get_cached(b"k").unwrap().value.as_deref().unwrap(), "w");
+    assert_eq!(
+        cache.get_cached(b"k").unwrap().value.as_deref().unwrap(),
+        "w"
+    );
 }
 
 #[test]
@@ -855,12 +863,17 @@ fn a_loader_error_of_any_type_keeps_its_source() {
     let (cache, _) = cache();
     let err = cache
         .get_or_load(b"k", || {
-            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "backend slow"))
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "backend slow",
+            ))
         })
         .unwrap_err();
     assert_eq!(err.to_string(), "loader failed: backend slow");
     let source = std::error::Error::source(&err).expect("the loader's error");
-    let io = source.downcast_ref::<std::io::Error>().expect("an io::Error");
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .expect("an io::Error");
     assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
 }
 
@@ -873,7 +886,11 @@ fn peek_says_how_long_ago_a_stale_entry_expired() {
     let peek = cache.peek(b"k", true).unwrap();
     assert_eq!(
         (peek.remaining, peek.stale_for, peek.stale),
-        (Some(Duration::ZERO), Some(Duration::from_millis(2_500)), true)
+        (
+            Some(Duration::ZERO),
+            Some(Duration::from_millis(2_500)),
+            true
+        )
     );
 }
 
@@ -963,7 +980,9 @@ fn get_bulk_runs_three_loaders_at_a_time_by_default() {
         })
         .collect();
     let results = cache.get_bulk(ops).unwrap();
-    assert!(results.iter().all(|r| r.as_ref().unwrap().level == Level::L3));
+    assert!(results
+        .iter()
+        .all(|r| r.as_ref().unwrap().level == Level::L3));
     // Relaxed: joined.
     assert_eq!(most.load(Ordering::Relaxed), BULK_CONCURRENCY);
 }
@@ -983,12 +1002,20 @@ fn l1_keeps_a_type_of_its_own_made_by_the_transform() {
         assert_eq!((hit.value.as_deref(), hit.level), (Some(&42u64), Level::L2));
     });
     assert_eq!(
-        numbers.peek(b"k", false).unwrap().value.as_deref().map(String::as_str),
+        numbers
+            .peek(b"k", false)
+            .unwrap()
+            .value
+            .as_deref()
+            .map(String::as_str),
         Some("42"),
         "L2 keeps the loaded type"
     );
     numbers.put(b"bad", "x".to_owned()).unwrap_err();
-    assert!(matches!(numbers.get_cached(b"bad"), Err(Error::Transform(_))));
+    assert!(matches!(
+        numbers.get_cached(b"bad"),
+        Err(Error::Transform(_))
+    ));
     let mut opts = options(&clock);
     opts.transform = Some(PayloadArc::new(|v: &PayloadArc<String>| Ok(v.clone())));
     assert!(Cache::with_l1_type("n", store(1 << 16), opts, parse).is_err());
@@ -1004,17 +1031,25 @@ fn one_l2_serves_caches_of_any_value_type() {
     let names = Cache::<AnyValue, String>::of_type("names", l2.clone(), opts()).unwrap();
     let counts = Cache::<AnyValue, u64>::of_type("counts", l2.clone(), opts()).unwrap();
     let hit = names
-        .get_or_load(b"k", || Ok::<_, String>(Loaded::some(AnyValue::new("Ann".to_owned()))))
+        .get_or_load(b"k", || {
+            Ok::<_, String>(Loaded::some(AnyValue::new("Ann".to_owned())))
+        })
         .unwrap();
     assert_eq!(hit.value.as_deref().map(String::as_str), Some("Ann"));
     counts.put(b"k", AnyValue::new(7u64)).unwrap();
     elsewhere(|| {
-        assert_eq!(names.get_cached(b"k").unwrap().value.as_deref().unwrap(), "Ann");
+        assert_eq!(
+            names.get_cached(b"k").unwrap().value.as_deref().unwrap(),
+            "Ann"
+        );
         assert_eq!(counts.get_cached(b"k").unwrap().value.as_deref(), Some(&7));
     });
     assert_eq!(l2.len(), 2, "both in the one store");
     let confused = Cache::<AnyValue, u64>::of_type("names", l2, opts()).unwrap();
-    assert!(matches!(confused.get_cached(b"k"), Err(Error::Transform(_))));
+    assert!(matches!(
+        confused.get_cached(b"k"),
+        Err(Error::Transform(_))
+    ));
 }
 
 #[test]
@@ -1024,5 +1059,9 @@ fn byte_like_values_weigh_their_length_by_default() {
     cache.put(b"small", "x".to_owned()).unwrap();
     let small = l2.used_bytes();
     cache.put(b"large", "x".repeat(1000)).unwrap();
-    assert_eq!(l2.used_bytes() - small, small + 999, "one more key byte, 999 more value bytes");
+    assert_eq!(
+        l2.used_bytes() - small,
+        small + 999,
+        "one more key byte, 999 more value bytes"
+    );
 }

@@ -144,7 +144,8 @@ impl<T> fmt::Debug for BulkOp<'_, T> {
 }
 
 /// How a value of L2 becomes what L1 keeps and callers get.
-pub(crate) type IntoL1<T, V> = PayloadArc<dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Send + Sync>;
+pub(crate) type IntoL1<T, V> =
+    PayloadArc<dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Send + Sync>;
 
 /// A multi-level cache: an L1 per thread (shared by the caches of one name on that thread), L2
 /// shared by every cache on the same [`L2`] (isolated by name), L3 a loader run by one caller at
@@ -288,7 +289,11 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
 
     /// [`Cache::get`] with the cache's options and no loader: L1 or L2, else [`Level::Miss`].
     pub fn get_cached(&self, key: &[u8]) -> Result<Hit<V>, Error> {
-        self.get(key, &CallOptions::default(), None::<fn() -> Result<Loaded<T>, BoxError>>)
+        self.get(
+            key,
+            &CallOptions::default(),
+            None::<fn() -> Result<Loaded<T>, BoxError>>,
+        )
     }
 
     /// [`Cache::set`] of a value with the cache's options.

@@ -92,7 +92,10 @@ impl Flights {
                 }
                 // A manual clock moves only by hand: look at it again every millisecond.
                 let slice = if clock.is_manual() { left.min(1) } else { left };
-                done = flight.wake.wait_timeout(done, Duration::from_millis(slice)).0;
+                done = flight
+                    .wake
+                    .wait_timeout(done, Duration::from_millis(slice))
+                    .0;
             }
         }
     }

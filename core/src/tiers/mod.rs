@@ -22,9 +22,9 @@ mod l1;
 mod l2;
 mod namespace;
 mod options;
-mod weigh;
 #[allow(unsafe_code)] // the policy's handles on L2 nodes (`Tracked::freq`)
 mod s3fifo;
+mod weigh;
 
 pub use any::AnyValue;
 pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek, BULK_CONCURRENCY};

@@ -34,8 +34,14 @@ mod tests {
         let s = String::from("0123456789");
         assert_eq!(default_weight(&s), size_of::<String>() + 10);
         assert_eq!(default_weight(&vec![0u8; 100]), size_of::<Vec<u8>>() + 100);
-        assert_eq!(default_weight(&Box::<str>::from("abc")), size_of::<Box<str>>() + 3);
+        assert_eq!(
+            default_weight(&Box::<str>::from("abc")),
+            size_of::<Box<str>>() + 3
+        );
         assert_eq!(default_weight(&7u64), 8);
-        assert_eq!(default_weight(&AnyValue::new(s)), default_weight(&String::new()) + 10);
+        assert_eq!(
+            default_weight(&AnyValue::new(s)),
+            default_weight(&String::new()) + 10
+        );
     }
 }
