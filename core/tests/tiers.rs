@@ -1065,3 +1065,21 @@ fn byte_like_values_weigh_their_length_by_default() {
         "one more key byte, 999 more value bytes"
     );
 }
+
+#[test]
+fn a_per_call_transform_makes_what_this_call_keeps_in_l1() {
+    let (cache, _) = cache();
+    let upper = |s: &String| Ok::<_, String>(s.to_uppercase());
+    let hit = cache
+        .get_transformed(b"k", &CallOptions::default(), value("abc"), upper)
+        .unwrap();
+    assert_eq!(
+        (hit.value.as_deref().unwrap().as_str(), hit.level),
+        ("ABC", Level::L3)
+    );
+    assert_eq!(get(&cache, "k", NONE), got("ABC", Level::L1));
+    elsewhere(|| assert_eq!(get(&cache, "k", NONE), got("abc", Level::L2)));
+    let refuse = |_: &String| Err::<String, _>("no");
+    let refused = cache.get_transformed(b"r", &CallOptions::default(), value("x"), refuse);
+    assert_eq!(refused, Err(Error::Transform("no".into())));
+}

@@ -143,30 +143,38 @@ fn l1_invalidation_by(
 ) -> impl Fn() + Sync + Send + 'static {
     move || {
         let cache = cache();
-        set(&cache, b"k", 0);
-        let done = Arc::new(AtomicBool::new(false));
-        let reader = {
-            let (cache, done) = (cache.clone(), done.clone());
-            thread::spawn(move || {
-                let none = None::<fn() -> Result<Loaded<u32>, String>>;
-                // Before the write, this keeps the value in the reader's L1; after it, a miss.
-                cache.get(b"k", &CallOptions::default(), none).unwrap();
-                // Acquire: pairs with the writer's Release; the write happened before this get.
-                if done.load(Ordering::Acquire) {
-                    let next = cache.get(b"k", &CallOptions::default(), none).unwrap();
-                    assert_eq!(
-                        next.value.as_deref().copied(),
-                        peek(&cache, b"k"),
-                        "stale L1 read after a {what}"
-                    );
-                }
-            })
-        };
-        write(&cache);
-        // Release: publishes "the write returned" to the reader.
-        done.store(true, Ordering::Release);
-        join_all(vec![reader], (cache, done));
+        reader_races_write(what, [cache.clone(), cache.clone(), cache], write);
     }
+}
+
+/// The race of `l1_invalidation_by`, with `caches` the reader's cache for its first get, its
+/// cache for the next one and the writer's (one cache, or several of one name).
+fn reader_races_write(what: &str, caches: [Arc<Cache<u32>>; 3], write: fn(&Cache<u32>)) {
+    let [first, next, writer] = caches;
+    set(&writer, b"k", 0);
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let done = done.clone();
+        let what = what.to_owned();
+        thread::spawn(move || {
+            let none = None::<fn() -> Result<Loaded<u32>, String>>;
+            // Before the write, this keeps the value in the reader's L1; after it, a miss.
+            first.get(b"k", &CallOptions::default(), none).unwrap();
+            // Acquire: pairs with the writer's Release; the write happened before this get.
+            if done.load(Ordering::Acquire) {
+                let got = next.get(b"k", &CallOptions::default(), none).unwrap();
+                assert_eq!(
+                    got.value.as_deref().copied(),
+                    peek(&next, b"k"),
+                    "stale L1 read after a {what}"
+                );
+            }
+        })
+    };
+    write(&writer);
+    // Release: publishes "the write returned" to the reader.
+    done.store(true, Ordering::Release);
+    join_all(vec![reader], (writer, done));
 }
 
 fn l1_invalidation() -> impl Fn() + Sync + Send + 'static {
@@ -272,29 +280,10 @@ fn tiers_l1_load_races_set_catches_a_late_tag() {
 /// returned, the reader's next get through a third one returns what L2 holds.
 fn l1_shared_by_name() {
     let l2 = PayloadArc::new(L2::with_shards(1 << 12, 1).expect("valid"));
-    let (first, second, third) = (named(&l2, "n"), named(&l2, "n"), named(&l2, "n"));
-    set(&first, b"k", 0);
-    let done = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let done = done.clone();
-        thread::spawn(move || {
-            let none = None::<fn() -> Result<Loaded<u32>, String>>;
-            first.get(b"k", &CallOptions::default(), none).unwrap();
-            // Acquire: pairs with the writer's Release; the set happened before this get.
-            if done.load(Ordering::Acquire) {
-                let next = third.get(b"k", &CallOptions::default(), none).unwrap();
-                assert_eq!(
-                    next.value.as_deref().copied(),
-                    peek(&third, b"k"),
-                    "stale L1 read through another cache of the name"
-                );
-            }
-        })
-    };
-    set(&second, b"k", 1);
-    // Release: publishes "the set returned" to the reader.
-    done.store(true, Ordering::Release);
-    join_all(vec![reader], (second, done));
+    let caches = [named(&l2, "n"), named(&l2, "n"), named(&l2, "n")];
+    reader_races_write("set through another cache of the name", caches, |cache| {
+        set(cache, b"k", 1)
+    });
 }
 
 #[test]
@@ -306,7 +295,7 @@ fn tiers_l1_shared_by_name() {
 fn tiers_l1_shared_by_name_catches_a_set_without_bump() {
     caught(
         Mutant::SetSkipsBump,
-        "stale L1 read through another cache of the name",
+        "stale L1 read after a set through another cache of the name",
         l1_shared_by_name,
     );
 }

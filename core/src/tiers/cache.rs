@@ -180,11 +180,15 @@ enum Read<T, V> {
     Stale(Option<PayloadArc<T>>),
 }
 
+/// How one call turns values of L2 into values of L1: the cache's [`IntoL1`], or a per-call one.
+type IntoL1Ref<'a, T, V> = &'a (dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Sync);
+
 /// A miss that needs the loader.
-struct Pending<T> {
+struct Pending<'a, T, V> {
     stripe: usize,
     stale: Option<Option<PayloadArc<T>>>,
     opts: Resolved,
+    into: IntoL1Ref<'a, T, V>,
 }
 
 impl<T: Send + Sync + 'static> Cache<T> {
@@ -266,7 +270,42 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         F: FnOnce() -> Result<Loaded<T>, E>,
         E: Into<BoxError>,
     {
-        match self.lookup(key, opts)? {
+        self.get_into(key, opts, loader, &*self.into_l1)
+    }
+
+    /// [`Cache::get`] with a transform of its own for what this call promotes into L1 (the
+    /// seed's per-call `l1_serializer`): its answer is what L1 keeps and this call returns.
+    pub fn get_transformed<F, E, E2>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        loader: Option<F>,
+        transform: impl Fn(&T) -> Result<V, E2> + Sync,
+    ) -> Result<Hit<V>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
+        E2: Into<BoxError>,
+    {
+        let into = |v: &PayloadArc<T>| match transform(v) {
+            Ok(v) => Ok(PayloadArc::new(v)),
+            Err(err) => Err(Error::Transform(err.into().to_string())),
+        };
+        self.get_into(key, opts, loader, &into)
+    }
+
+    fn get_into<F, E>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        loader: Option<F>,
+        into: IntoL1Ref<'_, T, V>,
+    ) -> Result<Hit<V>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
+    {
+        match self.lookup(key, opts, into)? {
             Ok(hit) => Ok(hit),
             Err(pending) => match loader {
                 Some(loader) => self.load(key, pending, loader),
@@ -321,18 +360,20 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         let mut results: Vec<Option<Result<Hit<V>, Error>>> = Vec::with_capacity(ops.len());
         let mut jobs = Vec::new();
         for (index, op) in ops.into_iter().enumerate() {
-            results.push(match (self.lookup(op.key, &op.opts), op.loader) {
-                (Ok(Ok(hit)), _) => Some(Ok(hit)),
-                (Err(err), _) => Some(Err(err)),
-                (Ok(Err(_)), None) => Some(Ok(Hit {
-                    value: None,
-                    level: Level::Miss,
-                })),
-                (Ok(Err(pending)), Some(loader)) => {
-                    jobs.push((index, op.key, Some((pending, loader)), None));
-                    None
-                }
-            });
+            results.push(
+                match (self.lookup(op.key, &op.opts, &*self.into_l1), op.loader) {
+                    (Ok(Ok(hit)), _) => Some(Ok(hit)),
+                    (Err(err), _) => Some(Err(err)),
+                    (Ok(Err(_)), None) => Some(Ok(Hit {
+                        value: None,
+                        level: Level::Miss,
+                    })),
+                    (Ok(Err(pending)), Some(loader)) => {
+                        jobs.push((index, op.key, Some((pending, loader)), None));
+                        None
+                    }
+                },
+            );
         }
         let per_thread = jobs.len().div_ceil(concurrency).max(1);
         let run = |chunk: &mut [(usize, &[u8], Option<_>, Option<_>)]| {
@@ -394,6 +435,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             stripe: Namespace::stripe(hash),
             stale: None,
             opts,
+            into: &*self.into_l1,
         };
         self.store(key, &pending, value.map(PayloadArc::new), ttl, false, true)
             .map(drop)
@@ -473,7 +515,12 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     }
 
     /// L1 then L2: a hit, or what the loader needs to know.
-    fn lookup(&self, key: &[u8], opts: &CallOptions) -> Result<Result<Hit<V>, Pending<T>>, Error> {
+    fn lookup<'a>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        into: IntoL1Ref<'a, T, V>,
+    ) -> Result<Result<Hit<V>, Pending<'a, T, V>>, Error> {
         // Checked on every path, an L1 hit included (the seed lets an L1 hit through).
         let opts = self.opts.resolve(opts)?;
         let now = self.now();
@@ -486,7 +533,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         }
         let hash = self.l2.hash(self.ns.id, key);
         let stripe = Namespace::stripe(hash);
-        let stale = match self.read_and_promote(key, stripe, now)? {
+        let stale = match self.read_and_promote(key, stripe, now, into)? {
             Read::Fresh(hit) => return Ok(Ok(hit)),
             Read::Stale(value) => Some(value),
             Read::Absent => None,
@@ -495,11 +542,18 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             stripe,
             stale,
             opts,
+            into,
         }))
     }
 
     /// Reads L2 and promotes a fresh value into L1, tagged with the generation read before.
-    fn read_and_promote(&self, key: &[u8], stripe: usize, now: u64) -> Result<Read<T, V>, Error> {
+    fn read_and_promote(
+        &self,
+        key: &[u8],
+        stripe: usize,
+        now: u64,
+        into: IntoL1Ref<'_, T, V>,
+    ) -> Result<Read<T, V>, Error> {
         // Read before L2: a write that lands after it bumps past this tag, so the copy we are
         // about to keep can only be invalidated, never wrongly kept.
         let mut generation = self.ns.generation(stripe);
@@ -520,8 +574,8 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         };
         let value = match entry.expires_at() {
             // No life left: served, not kept.
-            Some(at) if at <= now => self.transform(entry.value)?,
-            expires_at => self.keep(key, entry.value, expires_at, stripe, generation)?,
+            Some(at) if at <= now => transform(entry.value, into)?,
+            expires_at => self.keep(key, entry.value, expires_at, (stripe, generation), into)?,
         };
         Ok(Read::Fresh(Hit { value, level }))
     }
@@ -542,21 +596,16 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         }
     }
 
-    /// The L1 transform, for values on their way to a caller.
-    fn transform(&self, value: Option<PayloadArc<T>>) -> Result<Option<PayloadArc<V>>, Error> {
-        value.map(|v| (self.into_l1)(&v)).transpose()
-    }
-
     /// Transforms `value` and keeps it in this thread's L1.
     fn keep(
         &self,
         key: PayloadArc<[u8]>,
         value: Option<PayloadArc<T>>,
         expires_at: Option<u64>,
-        stripe: usize,
-        generation: u64,
+        (stripe, generation): (usize, u64),
+        into: IntoL1Ref<'_, T, V>,
     ) -> Result<Option<PayloadArc<V>>, Error> {
-        let value = self.transform(value)?;
+        let value = transform(value, into)?;
         let copy = value.clone();
         self.l1(|l1| l1.insert(key, copy, expires_at, stripe, generation));
         Ok(value)
@@ -569,7 +618,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     fn store(
         &self,
         key: &[u8],
-        pending: &Pending<T>,
+        pending: &Pending<'_, T, V>,
         value: Option<PayloadArc<T>>,
         ttl: u64,
         resurrected: bool,
@@ -618,11 +667,17 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             }
         };
         let expires_at = (ttl > 0).then(|| now.saturating_add(ttl));
-        self.keep(key.into(), value, expires_at, stripe, generation)
+        self.keep(
+            key.into(),
+            value,
+            expires_at,
+            (stripe, generation),
+            pending.into,
+        )
     }
 
     /// The miss path: take the key's lock, re-read L2, run the loader, store its result.
-    fn load<F, E>(&self, key: &[u8], pending: Pending<T>, loader: F) -> Result<Hit<V>, Error>
+    fn load<F, E>(&self, key: &[u8], pending: Pending<'_, T, V>, loader: F) -> Result<Hit<V>, Error>
     where
         F: FnOnce() -> Result<Loaded<T>, E>,
         E: Into<BoxError>,
@@ -633,7 +688,8 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             .acquire(key, &self.opts.clock, pending.opts.lock);
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
-            if let Read::Fresh(hit) = self.read_and_promote(key, pending.stripe, self.now())? {
+            let read = self.read_and_promote(key, pending.stripe, self.now(), pending.into)?;
+            if let Read::Fresh(hit) = read {
                 return Ok(hit);
             }
         }
@@ -645,7 +701,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
                     (Some(stale), Some(_)) => {
                         self.warn(Warning::StaleOnLockTimeout { key });
                         Ok(Hit {
-                            value: self.transform(stale.clone())?,
+                            value: transform(stale.clone(), pending.into)?,
                             level: Level::Stale,
                         })
                     }
@@ -673,7 +729,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         let value = loaded.value.map(PayloadArc::new);
         if !loaded.cache {
             return Ok(Hit {
-                value: self.transform(value)?,
+                value: transform(value, pending.into)?,
                 level: Level::L3,
             });
         }
@@ -692,7 +748,12 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
 
     /// After a loader failure: puts a stale value back for resurrect_ttl (level 4) if there is
     /// one and resurrection is on, else returns `err`.
-    fn resurrect(&self, key: &[u8], pending: &Pending<T>, err: Error) -> Result<Hit<V>, Error> {
+    fn resurrect(
+        &self,
+        key: &[u8],
+        pending: &Pending<'_, T, V>,
+        err: Error,
+    ) -> Result<Hit<V>, Error> {
         let (Some(stale), Some(ttl)) = (&pending.stale, pending.opts.resurrect) else {
             return Err(err);
         };
@@ -703,4 +764,12 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             level: Level::Stale,
         })
     }
+}
+
+/// A value of L2 on its way to a caller (and L1), through `into`.
+fn transform<T, V>(
+    value: Option<PayloadArc<T>>,
+    into: IntoL1Ref<'_, T, V>,
+) -> Result<Option<PayloadArc<V>>, Error> {
+    value.map(|v| into(&v)).transpose()
 }
