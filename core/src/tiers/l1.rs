@@ -10,7 +10,7 @@
 use super::namespace::Namespace;
 use crate::linked_slab::{LinkedSlab, List};
 use crate::sync::{Arc, PayloadArc};
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -18,9 +18,11 @@ use std::collections::HashMap;
 /// hashes its key once), randomly seeded per L1 against hash flooding.
 type IndexHasher = foldhash::fast::RandomState;
 
-/// One of this thread's L1s: the one of the caches of `ns`.
+/// One of this thread's L1s: the one of the caches of `ns` that keep `L1<T>`s, `l1`'s type.
 struct Local {
     ns: Arc<Namespace>,
+    /// `l1`'s, so that finding an L1 makes no virtual call.
+    type_id: TypeId,
     l1: Box<dyn Any>,
 }
 
@@ -47,7 +49,7 @@ pub(crate) fn with_local<T: 'static, R>(
 ) -> R {
     LOCAL.with(|local| {
         let mut local = local.borrow_mut();
-        let mine = |l: &Local| Arc::ptr_eq(&l.ns, ns) && l.l1.is::<L1<T>>();
+        let mine = |l: &Local| Arc::ptr_eq(&l.ns, ns) && l.type_id == TypeId::of::<L1<T>>();
         let at = match local.iter().position(mine) {
             Some(at) => at,
             None => {
@@ -55,6 +57,7 @@ pub(crate) fn with_local<T: 'static, R>(
                 local.retain(|l| Arc::strong_count(&l.ns) > 1);
                 local.push(Local {
                     ns: ns.clone(),
+                    type_id: TypeId::of::<L1<T>>(),
                     l1: Box::new(L1::<T>::new(capacity)),
                 });
                 local.len() - 1
