@@ -217,10 +217,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
                 "transform: with_l1_type takes the L1 transform",
             ));
         }
-        let into_l1: IntoL1<T, V> = PayloadArc::new(move |v| match into_l1(v) {
-            Ok(v) => Ok(PayloadArc::new(v)),
-            Err(err) => Err(Error::Transform(err.into().to_string())),
-        });
+        let into_l1: IntoL1<T, V> = PayloadArc::new(move |v| transformed(into_l1(v)));
         Self::build(name, l2, opts, into_l1)
     }
 
@@ -287,10 +284,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         E: Into<BoxError>,
         E2: Into<BoxError>,
     {
-        let into = |v: &PayloadArc<T>| match transform(v) {
-            Ok(v) => Ok(PayloadArc::new(v)),
-            Err(err) => Err(Error::Transform(err.into().to_string())),
-        };
+        let into = |v: &PayloadArc<T>| transformed(transform(v));
         self.get_into(key, opts, loader, &into)
     }
 
@@ -772,4 +766,11 @@ fn transform<T, V>(
     into: IntoL1Ref<'_, T, V>,
 ) -> Result<Option<PayloadArc<V>>, Error> {
     value.map(|v| into(&v)).transpose()
+}
+
+/// A user transform's answer as the cache keeps it.
+fn transformed<V, E: Into<BoxError>>(answer: Result<V, E>) -> Result<PayloadArc<V>, Error> {
+    answer
+        .map(PayloadArc::new)
+        .map_err(|err| Error::Transform(err.into().to_string()))
 }
