@@ -119,7 +119,10 @@ impl<T> L1<T> {
             return None;
         }
         let value = entry.value.clone();
-        self.slab.move_front(&mut self.recency, None, index);
+        // A hot key is often already the most recent: no relinking then.
+        if self.recency.front() != Some(index) {
+            self.slab.move_front(&mut self.recency, None, index);
+        }
         Some(value)
     }
 
