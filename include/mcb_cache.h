@@ -89,6 +89,11 @@ typedef enum mcb_cache_status {
    * A bug: Rust code panicked. The cache is still usable.
    */
   MCB_CACHE_PANIC = 6,
+  /**
+   * The caller's buffer is too small for the value (`mcb_cache_get_into`); the length it
+   * needs is in `out->len`.
+   */
+  MCB_CACHE_BUFFER_TOO_SMALL = 7,
 } mcb_cache_status;
 
 /**
@@ -187,6 +192,24 @@ typedef struct mcb_cache_value {
 } mcb_cache_value;
 
 /**
+ * What [`mcb_cache_get_into`] copied into the caller's buffer.
+ */
+typedef struct mcb_cache_copied {
+  /**
+   * The value's length (also when the buffer was too small for it).
+   */
+  size_t len;
+  /**
+   * False for "no value" (a miss, or a cached miss).
+   */
+  bool has_value;
+  /**
+   * One of `MCB_CACHE_LEVEL_*`.
+   */
+  int32_t level;
+} mcb_cache_copied;
+
+/**
  * What [`mcb_cache_peek`] saw.
  */
 typedef struct mcb_cache_peeked {
@@ -199,7 +222,8 @@ typedef struct mcb_cache_peeked {
    */
   struct mcb_cache_value value;
   /**
-   * Time left before it goes stale; -1 for never; 0 once stale.
+   * Time left before it goes stale; -1 for never; once stale, minus how long ago it went
+   * stale (lua-resty-mlcache's negative ttl).
    */
   int64_t remaining_ms;
   /**
@@ -314,6 +338,25 @@ enum mcb_cache_status mcb_cache_get(const struct mcb_cache *cache,
                                     struct mcb_cache_value *out);
 
 /**
+ * [`mcb_cache_get`] that copies the value into `buf` (`buf_len` bytes) instead of allocating:
+ * on `MCB_CACHE_OK` the value is in `buf[0..out->len]`; when it does not fit, returns
+ * `MCB_CACHE_BUFFER_TOO_SMALL` with the length it needs in `out->len` (the value stays cached:
+ * call again with a larger buffer).
+ *
+ * # Safety
+ * As for `mcb_cache_get`; besides, `buf` NULL (with `buf_len` 0) or valid for `buf_len` writes,
+ * and `out` valid for a write.
+ */
+enum mcb_cache_status mcb_cache_get_into(const struct mcb_cache *cache,
+                                         const uint8_t *key,
+                                         size_t key_len,
+                                         mcb_cache_loader loader,
+                                         void *ctx,
+                                         uint8_t *buf,
+                                         size_t buf_len,
+                                         struct mcb_cache_copied *out);
+
+/**
  * Frees the bytes of a value we filled in and marks it empty; NULL does nothing.
  *
  * # Safety
@@ -381,7 +424,8 @@ enum mcb_cache_status mcb_cache_update(const struct mcb_cache *cache);
 
 /**
  * Gets `n` keys: hits answered at once, misses loaded by their loaders with up to
- * `concurrency` (> 0) running at a time, on threads this call starts. On `MCB_CACHE_OK`,
+ * `concurrency` (0: 3, lua-resty-mlcache's default) running at a time, on threads this call
+ * starts. On `MCB_CACHE_OK`,
  * `results[i]` answers `ops[i]`; free each OK value with `mcb_cache_value_free`.
  *
  * # Safety

@@ -86,7 +86,7 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
     group.bench_function("miss_with_loader", |b| {
         b.iter(|| {
             next.set(next.get() + 1);
-            let loader = || Ok(Loaded::some(7));
+            let loader = || Ok::<_, String>(Loaded::some(7));
             let hit = misses.get(&key(next.get()), &CallOptions::default(), Some(loader));
             black_box(hit.expect("loads"))
         })
@@ -219,7 +219,7 @@ fn single_flight(c: &mut criterion::Criterion, results: &std::path::Path) {
                 let loader = || {
                     loads.fetch_add(1, Ordering::Relaxed);
                     slow_load();
-                    Ok(Loaded::some(i))
+                    Ok::<_, String>(Loaded::some(i))
                 };
                 let hit = cache.get(&key(base + i), &CallOptions::default(), Some(loader));
                 assert_eq!(hit.expect("loads").value.as_deref(), Some(&i));
@@ -271,7 +271,7 @@ fn hit_ratios(quick_run: bool) {
     let quick = quick_cache::sync::Cache::<u64, u64>::new(capacity);
     let mut hits = [0usize; 4];
     for &k in &trace {
-        let load = || Ok(Loaded::some(k));
+        let load = || Ok::<_, String>(Loaded::some(k));
         let opts = CallOptions::default();
         if s3fifo.get(&key(k), &opts, Some(load)).expect("loads").level != Level::L3 {
             hits[0] += 1;

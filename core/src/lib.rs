@@ -2,8 +2,8 @@
 //!
 //! - [`bucket`]: the bucket handle state machine, the registry of buckets, connection state and
 //!   the shutdown of deleted buckets (the design of Couchbase's `bucket_engine.c`).
-//! - [`tiers`]: multi-level cache tiers with lua-resty-mlcache's semantics (an L1 per stripe of
-//!   threads, a shared lock-free L2, a single-flight loader).
+//! - [`tiers`]: multi-level cache tiers with lua-resty-mlcache's semantics (an L1 per thread
+//!   and cache name, a shared lock-free L2, a single-flight loader).
 //! - [`store`]: memcached's item semantics (the built-in storage engine) over the L2 tier.
 //! - [`sync`]: the std/loom shim every shared-state module goes through.
 //!

@@ -22,11 +22,10 @@ fn store(capacity: usize) -> PayloadArc<L2<String>> {
     )
 }
 
-/// Options for tests: manual clock, and enough L1 stripes that every test thread has its own.
+/// Options for tests: the manual clock.
 fn options(clock: &Clock) -> Options<String> {
     Options {
         clock: clock.clone(),
-        l1_slots: 4096,
         ..Options::default()
     }
 }
@@ -73,7 +72,7 @@ fn got(v: &str, level: Level) -> Result<(Option<String>, Level), Error> {
     Ok((Some(v.to_owned()), level))
 }
 
-/// Runs `f` on a new thread (a new L1) and returns its result.
+/// Runs `f` on a new thread (a fresh L1) and returns its result.
 fn elsewhere<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     thread::scope(|s| s.spawn(f).join().expect("no panic"))
 }
@@ -101,10 +100,6 @@ fn invalid_options_are_rejected_with_a_clear_error() {
         Error::InvalidOption("l1_capacity must be > 0")
     );
     assert_eq!(
-        bad(|o| o.l1_slots = 0),
-        Error::InvalidOption("l1_slots must be > 0")
-    );
-    assert_eq!(
         bad(|o| o.set_tries = 0),
         Error::InvalidOption("set_tries must be >= 1")
     );
@@ -121,7 +116,7 @@ fn invalid_options_are_rejected_with_a_clear_error() {
     };
     assert!(cache.get(b"k", &zero_tries, value("v")).is_err());
     assert!(cache.set(b"k", &zero_tries, None).is_err());
-    assert!(cache.get_bulk(Vec::new(), 0).is_err());
+    assert!(cache.get_bulk_with(Vec::new(), 0).is_err());
     assert_eq!(
         Error::LockTimeout.to_string(),
         "could not acquire the loader lock: timeout"
@@ -306,7 +301,7 @@ fn concurrent_misses_run_the_loader_once_and_waiters_read_l2() {
                 s.spawn(|| {
                     let loader = || {
                         runs.fetch_add(1, Ordering::Relaxed);
-                        Ok(Loaded::some("other".to_owned()))
+                        Ok::<_, String>(Loaded::some("other".to_owned()))
                     };
                     cache
                         .get(b"k", &CallOptions::default(), Some(loader))
@@ -431,8 +426,8 @@ fn purge_is_per_name_and_flush_expired_frees_stale_entries() {
         ..CallOptions::default()
     };
     // "old" first: a write invalidates the L1 copies of every key in its generation stripe, and
-    // with random hash keys "old" may share "k"'s stripe, which would turn the L1 hit below into
-    // an L2 hit.
+    // with random hash keys "old" may (1 in 16,384) share "k"'s stripe, which would turn the L1
+    // hit below into an L2 hit.
     b.set(b"old", &short, Some("b".into())).unwrap();
     a.set(b"k", &CallOptions::default(), Some("a".into()))
         .unwrap();
@@ -462,7 +457,7 @@ fn names_isolate_exactly_and_one_name_shares() {
         Ok((None, Level::Miss)),
         "no ('ab','c') = ('a','bc')"
     );
-    assert_eq!(get(&ab_again, "c", NONE), got("ab+c", Level::L2));
+    assert_eq!(get(&ab_again, "c", NONE), got("ab+c", Level::L1));
     assert_eq!(ab.name(), "ab");
 }
 
@@ -497,7 +492,7 @@ fn bulk_answers_in_order_and_runs_every_miss_loader() {
             BulkOp {
                 key: b"bad",
                 opts: CallOptions::default(),
-                loader: Some(Box::new(|| Err("nope".to_owned()))),
+                loader: Some(Box::new(|| Err("nope".into()))),
             },
         ];
         for key in &keys {
@@ -515,7 +510,7 @@ fn bulk_answers_in_order_and_runs_every_miss_loader() {
                 })),
             });
         }
-        let results = cache.get_bulk(ops, concurrency).unwrap();
+        let results = cache.get_bulk_with(ops, concurrency).unwrap();
         let flat: Vec<_> = results
             .into_iter()
             .map(|r| r.map(|hit| (hit.value.map(|v| (*v).clone()), hit.level)))
@@ -740,4 +735,351 @@ fn threads_hammering_a_small_store_never_see_another_keys_value() {
         }
     });
     assert!(l2.used_bytes() <= l2.capacity_bytes());
+}
+
+// Issue 13: mlcache behaviours that did not hold, and the API points.
+
+#[test]
+fn a_miss_cached_after_the_value_expired_answers_every_thread() {
+    let misses = store(1 << 16);
+    let clock = Clock::manual();
+    let mut opts = options(&clock);
+    opts.ttl = Duration::from_secs(1);
+    opts.miss_store = Some(misses.clone());
+    let cache = Cache::new("t", store(1 << 16), opts).unwrap();
+    assert_eq!(get(&cache, "k", value("v")), got("v", Level::L3));
+    clock.advance(Duration::from_secs(2));
+    let none: Option<Load> = Some(Box::new(|| Ok(Loaded::none())));
+    assert_eq!(get(&cache, "k", none), Ok((None, Level::L3)));
+    assert_eq!(get(&cache, "k", must_not_run()), Ok((None, Level::L1)));
+    elsewhere(|| assert_eq!(get(&cache, "k", must_not_run()), Ok((None, Level::L2))));
+    assert_eq!(cache.peek(b"k", false).map(|p| p.value), Some(None));
+}
+
+#[test]
+fn a_panicking_loader_never_resurrects_and_the_next_get_loads_again() {
+    let (cache, clock) = cache_with(|o| {
+        o.ttl = Duration::from_secs(1);
+        o.resurrect_ttl = Some(Duration::from_secs(10));
+    });
+    get(&cache, "k", value("old")).unwrap();
+    clock.advance(Duration::from_secs(2));
+    let boom: Option<Load> = Some(Box::new(|| panic!("boom")));
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let panicked = get(&cache, "k", boom);
+    std::panic::set_hook(quiet);
+    assert_eq!(panicked, Err(Error::LoaderPanicked("boom".into())));
+    assert_eq!(cache.warnings(), 0, "nothing served, nothing resurrected");
+    assert!(cache.peek(b"k", true).unwrap().stale, "not written back");
+    assert_eq!(get(&cache, "k", value("new")), got("new", Level::L3));
+}
+
+#[test]
+fn caches_of_one_name_share_this_threads_l1_even_after_the_first_is_gone() {
+    let l2 = store(1 << 20);
+    let clock = Clock::manual();
+    let first = Cache::new("shared", l2.clone(), options(&clock)).unwrap();
+    first.put(b"k", "v".into()).unwrap();
+    drop(first);
+    let second = Cache::new("shared", l2.clone(), options(&clock)).unwrap();
+    assert_eq!(get(&second, "k", NONE), got("v", Level::L1));
+    let other = Cache::new("other", l2, options(&clock)).unwrap();
+    assert_eq!(get(&other, "k", NONE), Ok((None, Level::Miss)));
+}
+
+#[test]
+fn l1_is_one_per_thread_whatever_the_number_of_threads() {
+    let (cache, _) = cache();
+    get(&cache, "k", value("v")).unwrap();
+    // Many more threads than CPUs, one after the other: each starts with an empty L1.
+    for _ in 0..64 {
+        elsewhere(|| {
+            assert_eq!(get(&cache, "k", NONE), got("v", Level::L2));
+            assert_eq!(get(&cache, "k", NONE), got("v", Level::L1));
+        });
+    }
+}
+
+#[test]
+fn a_write_invalidates_under_1_in_10_000_of_other_keys_copies() {
+    const HELD: usize = 10_000;
+    const WRITES: usize = 1_000;
+    let (cache, _) = cache_with(|o| o.l1_capacity = HELD);
+    let keys: Vec<String> = (0..HELD).map(|i| format!("held{i}")).collect();
+    for k in &keys {
+        get(&cache, k, value(k)).unwrap();
+    }
+    elsewhere(|| {
+        for i in 0..WRITES {
+            cache
+                .put(format!("other{i}").as_bytes(), "w".into())
+                .unwrap();
+        }
+    });
+    let dropped = keys
+        .iter()
+        .filter(|k| get(&cache, k, NONE).unwrap().1 != Level::L1)
+        .count();
+    let rate = dropped as f64 / (HELD * WRITES) as f64;
+    assert!(rate <= 1e-4, "{dropped} copies dropped: {rate} per write");
+}
+
+#[test]
+fn per_call_options_are_checked_on_an_l1_hit_too() {
+    let (cache, _) = cache();
+    get(&cache, "k", value("v")).unwrap();
+    assert_eq!(get(&cache, "k", NONE), got("v", Level::L1));
+    let zero_tries = CallOptions {
+        set_tries: Some(0),
+        ..CallOptions::default()
+    };
+    assert_eq!(
+        cache.get(b"k", &zero_tries, NONE),
+        Err(Error::InvalidOption("set_tries must be >= 1"))
+    );
+}
+
+#[test]
+fn short_forms_for_the_common_calls() {
+    let (cache, _) = cache();
+    assert_eq!(cache.get_cached(b"k").unwrap().level, Level::Miss);
+    let hit = cache
+        .get_or_load(b"k", || Ok::<_, String>(Loaded::some("v".to_owned())))
+        .unwrap();
+    assert_eq!(
+        (hit.value.as_deref().cloned(), hit.level),
+        (Some("v".into()), Level::L3)
+    );
+    cache.put(b"k", "w".into()).unwrap();
+    assert_eq!(
+        cache.get_cached(b"k").unwrap().value.as_deref().unwrap(),
+        "w"
+    );
+}
+
+#[test]
+fn a_loader_error_of_any_type_keeps_its_source() {
+    let (cache, _) = cache();
+    let err = cache
+        .get_or_load(b"k", || {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "backend slow",
+            ))
+        })
+        .unwrap_err();
+    assert_eq!(err.to_string(), "loader failed: backend slow");
+    let source = std::error::Error::source(&err).expect("the loader's error");
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .expect("an io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+}
+
+#[test]
+fn peek_says_how_long_ago_a_stale_entry_expired() {
+    let (cache, clock) = cache_with(|o| o.ttl = Duration::from_secs(1));
+    get(&cache, "k", value("v")).unwrap();
+    assert_eq!(cache.peek(b"k", false).unwrap().stale_for, None);
+    clock.advance(Duration::from_millis(3_500));
+    let peek = cache.peek(b"k", true).unwrap();
+    assert_eq!(
+        (peek.remaining, peek.stale_for, peek.stale),
+        (
+            Some(Duration::ZERO),
+            Some(Duration::from_millis(2_500)),
+            true
+        )
+    );
+}
+
+#[test]
+fn warnings_reach_the_hook_with_their_reason() {
+    let seen = PayloadArc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let clock = Clock::manual();
+    let mut opts = options(&clock);
+    opts.ttl = Duration::from_secs(1);
+    opts.resurrect_ttl = Some(Duration::from_secs(10));
+    opts.on_warning = Some(PayloadArc::new(move |w: &Warning<'_>| {
+        let line = match w {
+            Warning::NoRoom { key, store, tries } => {
+                format!("no room for {key:?} in {store:?} after {tries}")
+            }
+            Warning::Resurrected { key, error } => format!("resurrected {key:?}: {error}"),
+            Warning::StaleOnLockTimeout { key } => format!("stale {key:?}"),
+        };
+        log.lock().unwrap().push(line);
+    }));
+    let cache = Cache::new("t", store(300), opts).unwrap();
+    get(&cache, "k", value("old")).unwrap();
+    clock.advance(Duration::from_secs(2));
+    get(&cache, "k", fails()).unwrap();
+    get(&cache, "big", value(&"x".repeat(1000))).unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            format!("resurrected {:?}: loader failed: backend down", b"k"),
+            format!("no room for {:?} in Values after 3", b"big"),
+        ]
+    );
+    assert_eq!(cache.warnings(), 2);
+}
+
+#[test]
+fn the_lock_timeout_runs_on_the_caches_clock() {
+    // 10 ms on a manual clock that never moves: a waiter waits for the holder however long it
+    // takes in real time (the pause below only makes the old real-time timeout fire).
+    let (cache, _) = cache_with(|o| o.lock.timeout = Duration::from_millis(10));
+    thread::scope(|s| {
+        let (release, holder) = hold_lock(s, &cache, "k");
+        let waiter = s.spawn(|| get(&cache, "k", must_not_run()));
+        thread::sleep(Duration::from_millis(50));
+        release.send(()).unwrap();
+        assert_eq!(holder.join().unwrap(), got("fresh", Level::L3));
+        assert_eq!(waiter.join().unwrap(), got("fresh", Level::L2));
+    });
+    // And it does time out once the clock passes it.
+    let (cache, clock) = cache_with(|o| o.lock.timeout = Duration::from_secs(1));
+    thread::scope(|s| {
+        let (release, holder) = hold_lock(s, &cache, "k");
+        let waiter = s.spawn(|| get(&cache, "k", must_not_run()));
+        while !waiter.is_finished() {
+            clock.advance(Duration::from_secs(2));
+            thread::yield_now();
+        }
+        assert_eq!(waiter.join().unwrap(), Err(Error::LockTimeout));
+        release.send(()).unwrap();
+        holder.join().unwrap().unwrap();
+    });
+}
+
+#[test]
+fn get_bulk_runs_three_loaders_at_a_time_by_default() {
+    let (cache, _) = cache();
+    let running = AtomicUsize::new(0);
+    let most = AtomicUsize::new(0);
+    let three = std::sync::Barrier::new(BULK_CONCURRENCY);
+    let keys: Vec<String> = (0..6).map(|i| format!("k{i}")).collect();
+    let ops = keys
+        .iter()
+        .map(|k| {
+            let (running, most, three) = (&running, &most, &three);
+            BulkOp::new(k.as_bytes()).loader(move || {
+                // Relaxed: a gauge read after the threads joined.
+                let now = running.fetch_add(1, Ordering::Relaxed) + 1;
+                most.fetch_max(now, Ordering::Relaxed);
+                if k.ends_with(['0', '2', '4']) {
+                    // The first loader of each of the three runners: all three run at once.
+                    three.wait();
+                }
+                running.fetch_sub(1, Ordering::Relaxed);
+                Ok::<_, String>(Loaded::some(k.clone()))
+            })
+        })
+        .collect();
+    let results = cache.get_bulk(ops).unwrap();
+    assert!(results
+        .iter()
+        .all(|r| r.as_ref().unwrap().level == Level::L3));
+    // Relaxed: joined.
+    assert_eq!(most.load(Ordering::Relaxed), BULK_CONCURRENCY);
+}
+
+#[test]
+fn l1_keeps_a_type_of_its_own_made_by_the_transform() {
+    let clock = Clock::manual();
+    let parse = |s: &String| s.parse::<u64>();
+    let numbers = Cache::with_l1_type("n", store(1 << 16), options(&clock), parse).unwrap();
+    let hit = numbers
+        .get_or_load(b"k", || Ok::<_, String>(Loaded::some("42".to_owned())))
+        .unwrap();
+    assert_eq!((hit.value.as_deref(), hit.level), (Some(&42u64), Level::L3));
+    assert_eq!(numbers.get_cached(b"k").unwrap().level, Level::L1);
+    elsewhere(|| {
+        let hit = numbers.get_cached(b"k").unwrap();
+        assert_eq!((hit.value.as_deref(), hit.level), (Some(&42u64), Level::L2));
+    });
+    assert_eq!(
+        numbers
+            .peek(b"k", false)
+            .unwrap()
+            .value
+            .as_deref()
+            .map(String::as_str),
+        Some("42"),
+        "L2 keeps the loaded type"
+    );
+    numbers.put(b"bad", "x".to_owned()).unwrap_err();
+    assert!(matches!(
+        numbers.get_cached(b"bad"),
+        Err(Error::Transform(_))
+    ));
+    let mut opts = options(&clock);
+    opts.transform = Some(PayloadArc::new(|v: &PayloadArc<String>| Ok(v.clone())));
+    assert!(Cache::with_l1_type("n", store(1 << 16), opts, parse).is_err());
+}
+
+#[test]
+fn one_l2_serves_caches_of_any_value_type() {
+    let l2 = PayloadArc::new(L2::<AnyValue>::with_shards(1 << 16, 1).unwrap());
+    let opts = || Options {
+        clock: Clock::manual(),
+        ..Options::default()
+    };
+    let names = Cache::<AnyValue, String>::of_type("names", l2.clone(), opts()).unwrap();
+    let counts = Cache::<AnyValue, u64>::of_type("counts", l2.clone(), opts()).unwrap();
+    let hit = names
+        .get_or_load(b"k", || {
+            Ok::<_, String>(Loaded::some(AnyValue::new("Ann".to_owned())))
+        })
+        .unwrap();
+    assert_eq!(hit.value.as_deref().map(String::as_str), Some("Ann"));
+    counts.put(b"k", AnyValue::new(7u64)).unwrap();
+    elsewhere(|| {
+        assert_eq!(
+            names.get_cached(b"k").unwrap().value.as_deref().unwrap(),
+            "Ann"
+        );
+        assert_eq!(counts.get_cached(b"k").unwrap().value.as_deref(), Some(&7));
+    });
+    assert_eq!(l2.len(), 2, "both in the one store");
+    let confused = Cache::<AnyValue, u64>::of_type("names", l2, opts()).unwrap();
+    assert!(matches!(
+        confused.get_cached(b"k"),
+        Err(Error::Transform(_))
+    ));
+}
+
+#[test]
+fn byte_like_values_weigh_their_length_by_default() {
+    let l2 = PayloadArc::new(L2::<String>::with_shards(1 << 16, 1).unwrap());
+    let cache = Cache::new("w", l2.clone(), options(&Clock::manual())).unwrap();
+    cache.put(b"small", "x".to_owned()).unwrap();
+    let small = l2.used_bytes();
+    cache.put(b"large", "x".repeat(1000)).unwrap();
+    assert_eq!(
+        l2.used_bytes() - small,
+        small + 999,
+        "one more key byte, 999 more value bytes"
+    );
+}
+
+#[test]
+fn a_per_call_transform_makes_what_this_call_keeps_in_l1() {
+    let (cache, _) = cache();
+    let upper = |s: &String| Ok::<_, String>(s.to_uppercase());
+    let hit = cache
+        .get_transformed(b"k", &CallOptions::default(), value("abc"), upper)
+        .unwrap();
+    assert_eq!(
+        (hit.value.as_deref().unwrap().as_str(), hit.level),
+        ("ABC", Level::L3)
+    );
+    assert_eq!(get(&cache, "k", NONE), got("ABC", Level::L1));
+    elsewhere(|| assert_eq!(get(&cache, "k", NONE), got("abc", Level::L2)));
+    let refuse = |_: &String| Err::<String, _>("no");
+    let refused = cache.get_transformed(b"r", &CallOptions::default(), value("x"), refuse);
+    assert_eq!(refused, Err(Error::Transform("no".into())));
 }

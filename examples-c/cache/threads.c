@@ -141,6 +141,15 @@ int main(void) {
     OK(mcb_cache_peek(users, k("k1"), 2, false, &p));
     CHECK(p.present && p.value.has_value && !p.stale && p.remaining_ms > 0 && p.remaining_ms <= 60000);
     mcb_cache_value_free(&p.value);
+    /* A copy into the caller's buffer; too small a buffer says how much is needed. */
+    uint8_t buf[8];
+    mcb_cache_copied c;
+    CHECK(mcb_cache_get_into(users, k("k1"), 2, NULL, NULL, buf, 2, &c) == MCB_CACHE_BUFFER_TOO_SMALL);
+    CHECK(c.len == 3 && c.has_value);
+    OK(mcb_cache_get_into(users, k("k1"), 2, NULL, NULL, buf, sizeof buf, &c));
+    CHECK(c.len == 3 && c.has_value && memcmp(buf, "new", 3) == 0 && c.level == MCB_CACHE_LEVEL_L1);
+    OK(mcb_cache_get_into(users, k("none"), 4, NULL, NULL, NULL, 0, &c));
+    CHECK(!c.has_value && c.len == 0 && c.level == MCB_CACHE_LEVEL_MISS);
     OK(mcb_cache_delete(users, k("k1"), 2));
     OK(mcb_cache_peek(users, k("k1"), 2, true, &p));
     CHECK(!p.present);
@@ -156,7 +165,7 @@ int main(void) {
     /* A failing loader caches nothing. */
     CHECK(mcb_cache_get(users, k("bad"), 3, load_error, NULL, &v) == MCB_CACHE_LOADER_FAILED);
 
-    /* Bulk: a hit, a miss without loader, two loads on up to 2 threads, in input order. */
+    /* Bulk: a hit, a miss without loader, two loads on up to 3 threads, in input order. */
     mcb_cache_bulk_op ops[4] = {
         {k("k2"), 2, NULL, NULL},
         {k("none"), 4, NULL, NULL},
@@ -164,7 +173,7 @@ int main(void) {
         {k("b2"), 2, load_value, &src},
     };
     mcb_cache_bulk_result results[4];
-    OK(mcb_cache_get_bulk(users, ops, 4, 2, results));
+    OK(mcb_cache_get_bulk(users, ops, 4, 0 /* the default: 3 */, results));
     for (int i = 0; i < 4; i++) {
         OK(results[i].status);
     }
@@ -198,7 +207,8 @@ int main(void) {
     CHECK(mcb_cache_get(NULL, k("k"), 1, NULL, NULL, &v) == MCB_CACHE_INVALID_ARGUMENT);
     CHECK(mcb_cache_get(users, NULL, 1, NULL, NULL, &v) == MCB_CACHE_INVALID_ARGUMENT);
     CHECK(mcb_cache_set(users, k("k"), 1, k("v"), 1, -7) == MCB_CACHE_INVALID_ARGUMENT);
-    CHECK(mcb_cache_get_bulk(users, ops, 4, 0, results) == MCB_CACHE_INVALID_ARGUMENT);
+    CHECK(mcb_cache_get_bulk(users, NULL, 4, 0, results) == MCB_CACHE_INVALID_ARGUMENT);
+    CHECK(mcb_cache_get_into(users, k("k"), 1, NULL, NULL, NULL, 4, &c) == MCB_CACHE_INVALID_ARGUMENT);
 
     mcb_cache_free(users);
     mcb_cache_free(sessions);

@@ -11,13 +11,17 @@ use mcb_model_tests::{caught, check};
 
 fn cache() -> Arc<Cache<u32>> {
     let l2 = L2::with_shards(1 << 12, 1).expect("valid");
+    named(&PayloadArc::new(l2), "model")
+}
+
+/// A cache named `name` on `l2` (caches of one name share each thread's L1).
+fn named(l2: &PayloadArc<L2<u32>>, name: &str) -> Arc<Cache<u32>> {
     let opts = Options {
         clock: Clock::manual(),
-        l1_slots: 4,
         l1_capacity: 4,
         ..Options::default()
     };
-    Arc::new(Cache::new("model", PayloadArc::new(l2), opts).expect("valid"))
+    Arc::new(Cache::new(name, l2.clone(), opts).expect("valid"))
 }
 
 /// Joins `threads`; if one panicked, re-raises its panic after forgetting `locals`, because
@@ -106,7 +110,7 @@ fn single_flight() {
             let loader = || {
                 // Relaxed: the count is read after every thread joined.
                 runs.fetch_add(1, Ordering::Relaxed);
-                Ok(Loaded::some(7))
+                Ok::<_, String>(Loaded::some(7))
             };
             let hit = cache
                 .get(b"k", &CallOptions::default(), Some(loader))
@@ -151,30 +155,38 @@ fn l1_invalidation_by(
 ) -> impl Fn() + Sync + Send + 'static {
     move || {
         let cache = cache();
-        set(&cache, b"k", 0);
-        let done = Arc::new(AtomicBool::new(false));
-        let reader = {
-            let (cache, done) = (cache.clone(), done.clone());
-            thread::spawn(move || {
-                let none = None::<fn() -> Result<Loaded<u32>, String>>;
-                // Before the write, this keeps the value in the reader's L1; after it, a miss.
-                cache.get(b"k", &CallOptions::default(), none).unwrap();
-                // Acquire: pairs with the writer's Release; the write happened before this get.
-                if done.load(Ordering::Acquire) {
-                    let next = cache.get(b"k", &CallOptions::default(), none).unwrap();
-                    assert_eq!(
-                        next.value.as_deref().copied(),
-                        peek(&cache, b"k"),
-                        "stale L1 read after a {what}"
-                    );
-                }
-            })
-        };
-        write(&cache);
-        // Release: publishes "the write returned" to the reader.
-        done.store(true, Ordering::Release);
-        join_all(vec![reader], (cache, done));
+        reader_races_write(what, [cache.clone(), cache.clone(), cache], write);
     }
+}
+
+/// The race of `l1_invalidation_by`, with `caches` the reader's cache for its first get, its
+/// cache for the next one and the writer's (one cache, or several of one name).
+fn reader_races_write(what: &str, caches: [Arc<Cache<u32>>; 3], write: fn(&Cache<u32>)) {
+    let [first, next, writer] = caches;
+    set(&writer, b"k", 0);
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let done = done.clone();
+        let what = what.to_owned();
+        thread::spawn(move || {
+            let none = None::<fn() -> Result<Loaded<u32>, String>>;
+            // Before the write, this keeps the value in the reader's L1; after it, a miss.
+            first.get(b"k", &CallOptions::default(), none).unwrap();
+            // Acquire: pairs with the writer's Release; the write happened before this get.
+            if done.load(Ordering::Acquire) {
+                let got = next.get(b"k", &CallOptions::default(), none).unwrap();
+                assert_eq!(
+                    got.value.as_deref().copied(),
+                    peek(&next, b"k"),
+                    "stale L1 read after a {what}"
+                );
+            }
+        })
+    };
+    write(&writer);
+    // Release: publishes "the write returned" to the reader.
+    done.store(true, Ordering::Release);
+    join_all(vec![reader], (writer, done));
 }
 
 fn l1_invalidation() -> impl Fn() + Sync + Send + 'static {
@@ -240,7 +252,7 @@ fn l1_load_races_set() {
     let loader_thread = {
         let (cache, done) = (cache.clone(), done.clone());
         thread::spawn(move || {
-            let loader = || Ok(Loaded::some(0));
+            let loader = || Ok::<_, String>(Loaded::some(0));
             let loaded = cache.get(b"k", &CallOptions::default(), Some(loader));
             assert!(loaded.expect("loom never times out a lock").value.is_some());
             // Acquire: pairs with the writer's Release; the set happened before this get.
@@ -272,5 +284,30 @@ fn tiers_l1_load_races_set_catches_a_late_tag() {
         Mutant::StoreTagsAfterWrite,
         "stale L1 copy of a load after a set",
         l1_load_races_set,
+    );
+}
+
+/// L1 is per thread and shared by the caches of one name: a reader fills its L1 through one
+/// cache while a writer sets the key through a second cache of that name; once the set has
+/// returned, the reader's next get through a third one returns what L2 holds.
+fn l1_shared_by_name() {
+    let l2 = PayloadArc::new(L2::with_shards(1 << 12, 1).expect("valid"));
+    let caches = [named(&l2, "n"), named(&l2, "n"), named(&l2, "n")];
+    reader_races_write("set through another cache of the name", caches, |cache| {
+        set(cache, b"k", 1)
+    });
+}
+
+#[test]
+fn tiers_l1_shared_by_name() {
+    check(l1_shared_by_name);
+}
+
+#[test]
+fn tiers_l1_shared_by_name_catches_a_set_without_bump() {
+    caught(
+        Mutant::SetSkipsBump,
+        "stale L1 read after a set through another cache of the name",
+        l1_shared_by_name,
     );
 }

@@ -1,8 +1,12 @@
 //! Random sequences of get/set/delete/purge/peek/time steps, issued by several workers (each
 //! on its own thread, so each with its own L1), checked against a sequential model of the
 //! semantics: a get returns what the model's L2 holds while it is fresh, and runs the loader
-//! otherwise; a level-1 answer is only allowed if this worker read or wrote that very version.
-//! After every step the cache's structures pass their invariant walkers (`Cache::validate`).
+//! otherwise; a level-1 answer is only allowed if this worker read or wrote that very version,
+//! and is required when it did and no write of a key of the same invalidation stripe came since
+//! (L1 is per thread, shared by the worker's two caches of one name, and a write drops only its
+//! stripe's copies). After every step the cache's structures pass their invariant walkers
+//! (`Cache::validate`). `the_model_catches_an_l1_that_is_not_shared_by_name` runs the model on
+//! a deliberately wrong twin (another name) and expects it to fail.
 
 #![cfg(not(mcb_loom))]
 
@@ -21,11 +25,13 @@ const NEG_TTL_MS: u64 = 5_000;
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// The loader answers a fresh value, or "no value".
+    /// The loader answers a fresh value, or "no value"; through the worker's second cache of
+    /// the same name when `twin`.
     Get {
         worker: usize,
         key: usize,
         none: bool,
+        twin: bool,
     },
     /// `ttl_s` 0 means forever.
     Set {
@@ -55,8 +61,8 @@ fn op() -> impl Strategy<Value = Op> {
     let worker = 0..WORKERS;
     let key = 0..KEYS.len();
     prop_oneof![
-        4 => (worker.clone(), key.clone(), proptest::bool::weighted(0.2))
-            .prop_map(|(worker, key, none)| Op::Get { worker, key, none }),
+        4 => (worker.clone(), key.clone(), proptest::bool::weighted(0.2), any::<bool>())
+            .prop_map(|(worker, key, none, twin)| Op::Get { worker, key, none, twin }),
         2 => (worker.clone(), key.clone(), proptest::option::of(0u32..1000), 0u64..40)
             .prop_map(|(worker, key, value, ttl_s)| Op::Set { worker, key, value, ttl_s }),
         1 => (worker.clone(), key.clone()).prop_map(|(worker, key)| Op::Delete { worker, key }),
@@ -94,6 +100,12 @@ struct Model {
 }
 
 impl Model {
+    /// A set or delete of `key`: every worker's copies of the other keys of its stripe go.
+    fn invalidate_stripe_of(&mut self, key: usize, stripes: &[usize]) {
+        self.seen
+            .retain(|&(_, k), _| k == key || stripes[k] != stripes[key]);
+    }
+
     fn write(&mut self, worker: usize, key: usize, value: Option<u32>, now: u64, ttl: u64) {
         self.versions += 1;
         let entry = Entry {
@@ -109,18 +121,21 @@ impl Model {
 
 type Job<'a> = Box<dyn FnOnce() + Send + 'a>;
 
-fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+/// Runs `ops` against caches named "prop"; the twin (the second cache of each `Get { twin }`)
+/// is named `twin_name`.
+fn run(ops: &[Op], twin_name: &str) -> Result<(), TestCaseError> {
     let clock = Clock::manual();
-    let opts = Options {
+    let opts = || Options {
         clock: clock.clone(),
-        l1_slots: 1 << 12,
         ttl: Duration::from_millis(TTL_MS),
         neg_ttl: Duration::from_millis(NEG_TTL_MS),
         ..Options::default()
     };
     let l2 = PayloadArc::new(L2::with_shards(1 << 20, 2).expect("valid"));
-    let cache = Cache::<u32>::new("prop", l2, opts).expect("valid");
-    let cache = &cache;
+    let cache = Cache::<u32>::new("prop", l2.clone(), opts()).expect("valid");
+    let twin = Cache::<u32>::new(twin_name, l2, opts()).expect("valid");
+    let stripes: Vec<usize> = KEYS.iter().map(|k| cache.invalidation_stripe(k)).collect();
+    let (cache, twin) = (&cache, &twin);
     thread::scope(|scope| {
         let workers: Vec<mpsc::Sender<Job<'_>>> = (0..WORKERS)
             .map(|_| {
@@ -146,18 +161,33 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         for op in ops {
             let now = clock.now_ms();
             match *op {
-                Op::Get { worker, key, none } => {
+                Op::Get {
+                    worker,
+                    key,
+                    none,
+                    twin: use_twin,
+                } => {
                     next_value += 1;
                     let loaded = (!none).then_some(next_value);
+                    let via = if use_twin { twin } else { cache };
                     let hit = on(&workers, worker, move || {
-                        let loader = move || Ok(loaded.map_or_else(Loaded::none, Loaded::some));
-                        cache.get(KEYS[key], &CallOptions::default(), Some(loader))
+                        let loader =
+                            move || Ok::<_, String>(loaded.map_or_else(Loaded::none, Loaded::some));
+                        via.get(KEYS[key], &CallOptions::default(), Some(loader))
                     })
                     .expect("no error without failing loaders");
                     let got = hit.value.as_deref().copied();
                     match model.l2.get(&key).copied().filter(|e| e.is_fresh(now)) {
                         Some(entry) => {
                             prop_assert_eq!(got, entry.value, "fresh value, {:?}", op);
+                            let kept = model.seen.get(&(worker, key)) == Some(&entry.version)
+                                && entry.expires_at().is_none_or(|at| at > now);
+                            prop_assert!(
+                                !kept || hit.level == Level::L1,
+                                "this thread's L1 lost a valid copy: {:?} answered {:?}",
+                                op,
+                                hit.level
+                            );
                             match hit.level {
                                 Level::L1 => prop_assert_eq!(
                                     model.seen.get(&(worker, key)).copied(),
@@ -193,15 +223,18 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                         ..CallOptions::default()
                     };
                     on(&workers, worker, move || cache.set(KEYS[key], &opts, value)).expect("room");
+                    model.invalidate_stripe_of(key, &stripes);
                     model.write(worker, key, value, now, ttl_s * 1000);
                 }
                 Op::Delete { worker, key } => {
                     on(&workers, worker, move || cache.delete(KEYS[key]));
+                    model.invalidate_stripe_of(key, &stripes);
                     model.l2.remove(&key);
                 }
                 Op::Purge { worker } => {
                     on(&workers, worker, move || cache.purge(false));
                     model.l2.clear();
+                    model.seen.clear();
                 }
                 Op::Peek { worker, key, stale } => {
                     let peek = on(&workers, worker, move || cache.peek(KEYS[key], stale));
@@ -223,8 +256,10 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 }
                 Op::Advance { ms } => clock.advance(Duration::from_millis(ms)),
             }
-            // Every L1's and the L2's linked lists, sizes and indexes after every step.
-            cache.validate();
+            // The worker's L1 and the L2's linked lists, sizes and indexes after every step.
+            if let Op::Get { worker, .. } = *op {
+                on(&workers, worker, move || cache.validate());
+            }
         }
         Ok(())
     })
@@ -235,6 +270,22 @@ proptest! {
 
     #[test]
     fn tiers_match_the_sequential_model(ops in proptest::collection::vec(op(), 1..60)) {
-        run(&ops)?;
+        run(&ops, "prop")?;
     }
+}
+
+#[test]
+fn the_model_catches_an_l1_that_is_not_shared_by_name() {
+    let load = |twin| Op::Get {
+        worker: 0,
+        key: 0,
+        none: false,
+        twin,
+    };
+    let ops = [load(false), load(true)];
+    run(&ops, "prop").expect("one name, one L1 per thread");
+    assert!(
+        run(&ops, "another name").is_err(),
+        "the model accepted a twin with an L1 of its own"
+    );
 }

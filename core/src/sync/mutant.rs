@@ -56,6 +56,8 @@ pub enum Mutant {
     PurgeSkipsBump,
     /// A loaded value is tagged with the generation read after its L2 write, not before.
     StoreTagsAfterWrite,
+    /// `Cache::set` does not bump the key's generation.
+    SetSkipsBump,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.

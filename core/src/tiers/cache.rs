@@ -1,15 +1,15 @@
 //! [`Cache`]: the seed's public API over L1 (this thread), L2 (shared) and L3 (the loader).
 
 use super::clock::to_ms;
-use super::error::Error;
-use super::l1::L1;
+use super::error::{BoxError, Error, LoaderError, StoreKind, Warning};
+use super::l1::{self, L1};
 use super::l2::{Entry, Found, L2};
 use super::namespace::Namespace;
 use super::options::{CallOptions, Options, Resolved};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::time::Duration;
-use crate::sync::{thread, Arc, Mutex, PayloadArc, Striped};
+use crate::sync::{thread, Arc, PayloadArc};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -19,7 +19,7 @@ use std::panic::{self, AssertUnwindSafe};
 pub enum Level {
     /// Not found and no loader to ask.
     Miss = -1,
-    /// This thread's L1 (the one of its stripe).
+    /// This thread's L1 (shared by the caches of one name on this thread).
     L1 = 1,
     /// The shared L2.
     L2 = 2,
@@ -83,6 +83,8 @@ impl<T> Loaded<T> {
 pub struct Peek<T> {
     /// Time left before it goes stale: `None` for never, zero once stale.
     pub remaining: Option<Duration>,
+    /// How long ago it went stale (the seed's negative ttl): `None` while fresh.
+    pub stale_for: Option<Duration>,
     /// The stored value (`None`: a cached miss).
     pub value: Option<PayloadArc<T>>,
     /// Whether it has expired (kept until evicted).
@@ -90,7 +92,10 @@ pub struct Peek<T> {
 }
 
 /// A loader for [`Cache::get_bulk`], which may run on another thread.
-pub type BulkLoader<'a, T> = Box<dyn FnOnce() -> Result<Loaded<T>, String> + Send + 'a>;
+pub type BulkLoader<'a, T> = Box<dyn FnOnce() -> Result<Loaded<T>, BoxError> + Send + 'a>;
+
+/// How many loaders [`Cache::get_bulk`] runs at a time (the seed's default).
+pub const BULK_CONCURRENCY: usize = 3;
 
 /// One operation of [`Cache::get_bulk`].
 pub struct BulkOp<'a, T> {
@@ -100,6 +105,32 @@ pub struct BulkOp<'a, T> {
     pub opts: CallOptions,
     /// The loader for a miss, if any.
     pub loader: Option<BulkLoader<'a, T>>,
+}
+
+impl<'a, T> BulkOp<'a, T> {
+    /// A lookup of `key` with the cache's options and no loader.
+    pub fn new(key: &'a [u8]) -> Self {
+        Self {
+            key,
+            opts: CallOptions::default(),
+            loader: None,
+        }
+    }
+
+    /// With `loader` for a miss (its error may be of any type).
+    pub fn loader<E: Into<BoxError>>(
+        mut self,
+        loader: impl FnOnce() -> Result<Loaded<T>, E> + Send + 'a,
+    ) -> Self {
+        self.loader = Some(Box::new(move || loader().map_err(Into::into)));
+        self
+    }
+
+    /// With per-call options.
+    pub fn opts(mut self, opts: CallOptions) -> Self {
+        self.opts = opts;
+        self
+    }
 }
 
 impl<T> fmt::Debug for BulkOp<'_, T> {
@@ -112,21 +143,25 @@ impl<T> fmt::Debug for BulkOp<'_, T> {
     }
 }
 
-/// A multi-level cache: an L1 per stripe of threads (a thread's L1 is its stripe's), L2 shared
-/// by every cache on the same [`L2`] (isolated by name), L3 a loader run by one caller at a time
-/// per key.
-pub struct Cache<T> {
+/// How a value of L2 becomes what L1 keeps and callers get.
+pub(crate) type IntoL1<T, V> =
+    PayloadArc<dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Send + Sync>;
+
+/// A multi-level cache: an L1 per thread (shared by the caches of one name on that thread), L2
+/// shared by every cache on the same [`L2`] (isolated by name), L3 a loader run by one caller at
+/// a time per key. L2 keeps `T`; L1 keeps `V`, which is `T` unless the cache was made with
+/// [`Cache::with_l1_type`] (the seed's `l1_serializer` turning, say, bytes into a parsed object).
+pub struct Cache<T, V = T> {
     l2: PayloadArc<L2<T>>,
     ns: Arc<Namespace>,
     /// The separate store for cached misses, and this cache's namespace there.
     misses: Option<(PayloadArc<L2<T>>, Arc<Namespace>)>,
-    /// The L1s: one per stripe of threads (threads beyond `l1_slots` share one).
-    l1: Striped<Mutex<L1<T>>>,
     opts: Options<T>,
+    into_l1: IntoL1<T, V>,
     warnings: AtomicU64,
 }
 
-impl<T> fmt::Debug for Cache<T> {
+impl<T, V> fmt::Debug for Cache<T, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cache")
             .field("name", &self.ns.name)
@@ -136,25 +171,62 @@ impl<T> fmt::Debug for Cache<T> {
 }
 
 /// What a read of L2 led to.
-enum Read<T> {
+enum Read<T, V> {
     /// Nothing there.
     Absent,
     /// Answered.
-    Fresh(Hit<T>),
+    Fresh(Hit<V>),
     /// Expired but kept: a candidate for resurrection (raw, not transformed).
     Stale(Option<PayloadArc<T>>),
 }
 
+/// How one call turns values of L2 into values of L1: the cache's [`IntoL1`], or a per-call one.
+type IntoL1Ref<'a, T, V> = &'a (dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Sync);
+
 /// A miss that needs the loader.
-struct Pending<T> {
+struct Pending<'a, T, V> {
     stripe: usize,
     stale: Option<Option<PayloadArc<T>>>,
     opts: Resolved,
+    into: IntoL1Ref<'a, T, V>,
 }
 
 impl<T: Send + Sync + 'static> Cache<T> {
     /// A cache named `name` over `l2`; caches with one name on one L2 share their entries.
     pub fn new(name: &str, l2: PayloadArc<L2<T>>, opts: Options<T>) -> Result<Self, Error> {
+        let into_l1: IntoL1<T, T> = match opts.transform.clone() {
+            Some(transform) => PayloadArc::new(move |v| transform(v).map_err(Error::Transform)),
+            None => PayloadArc::new(|v| Ok(v.clone())),
+        };
+        Self::build(name, l2, opts, into_l1)
+    }
+}
+
+impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
+    /// A cache whose L1 keeps `into_l1`'s answer for each value of L2 (the seed's
+    /// `l1_serializer`, with a type of its own): it runs on every promotion into L1, and its
+    /// error is returned to the caller as [`Error::Transform`]. `opts.transform` must be unset.
+    pub fn with_l1_type<E: Into<BoxError>>(
+        name: &str,
+        l2: PayloadArc<L2<T>>,
+        opts: Options<T>,
+        into_l1: impl Fn(&T) -> Result<V, E> + Send + Sync + 'static,
+    ) -> Result<Self, Error> {
+        if opts.transform.is_some() {
+            return Err(Error::InvalidOption(
+                "transform: with_l1_type takes the L1 transform",
+            ));
+        }
+        let into_l1: IntoL1<T, V> = PayloadArc::new(move |v| transformed(into_l1(v)));
+        Self::build(name, l2, opts, into_l1)
+    }
+
+    pub(crate) fn build(
+        name: &str,
+        l2: PayloadArc<L2<T>>,
+        opts: Options<T>,
+        into_l1: IntoL1<T, V>,
+    ) -> Result<Self, Error> {
         opts.validate()?;
         Ok(Self {
             ns: l2.namespace(name),
@@ -163,8 +235,8 @@ impl<T: Send + Sync + 'static> Cache<T> {
                 (m, ns)
             }),
             l2,
-            l1: Striped::with_stripes(opts.l1_slots, || Mutex::new(L1::new(opts.l1_capacity))),
             opts,
+            into_l1,
             warnings: AtomicU64::new(0),
         })
     }
@@ -174,8 +246,8 @@ impl<T: Send + Sync + 'static> Cache<T> {
         &self.ns.name
     }
 
-    /// How many warnings the cache raised (the seed logs them): a value that did not fit in
-    /// L2, a stale value served or resurrected.
+    /// How many warnings the cache raised (each also goes to [`Options::on_warning`]): a value
+    /// that did not fit in L2, a stale value served or resurrected.
     pub fn warnings(&self) -> u64 {
         // Relaxed: a statistic; nothing is published with it.
         self.warnings.load(Ordering::Relaxed)
@@ -183,12 +255,51 @@ impl<T: Send + Sync + 'static> Cache<T> {
 
     /// The value of `key`: from this thread's L1, else L2 (promoted into L1 with its remaining
     /// ttl), else from `loader`, run by one caller at a time per key and stored in L2 and L1.
-    /// Without a loader a miss is `Ok` with level [`Level::Miss`].
-    pub fn get<F>(&self, key: &[u8], opts: &CallOptions, loader: Option<F>) -> Result<Hit<T>, Error>
+    /// Without a loader a miss is `Ok` with level [`Level::Miss`]. The loader's error may be of
+    /// any type; it comes back as [`Error::Loader`], its source kept.
+    pub fn get<F, E>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        loader: Option<F>,
+    ) -> Result<Hit<V>, Error>
     where
-        F: FnOnce() -> Result<Loaded<T>, String>,
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
     {
-        match self.lookup(key, opts)? {
+        self.get_into(key, opts, loader, &*self.into_l1)
+    }
+
+    /// [`Cache::get`] with a transform of its own for what this call promotes into L1 (the
+    /// seed's per-call `l1_serializer`): its answer is what L1 keeps and this call returns.
+    pub fn get_transformed<F, E, E2>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        loader: Option<F>,
+        transform: impl Fn(&T) -> Result<V, E2> + Sync,
+    ) -> Result<Hit<V>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
+        E2: Into<BoxError>,
+    {
+        let into = |v: &PayloadArc<T>| transformed(transform(v));
+        self.get_into(key, opts, loader, &into)
+    }
+
+    fn get_into<F, E>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        loader: Option<F>,
+        into: IntoL1Ref<'_, T, V>,
+    ) -> Result<Hit<V>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
+    {
+        match self.lookup(key, opts, into)? {
             Ok(hit) => Ok(hit),
             Err(pending) => match loader {
                 Some(loader) => self.load(key, pending, loader),
@@ -200,33 +311,63 @@ impl<T: Send + Sync + 'static> Cache<T> {
         }
     }
 
+    /// [`Cache::get`] with the cache's options.
+    pub fn get_or_load<E: Into<BoxError>>(
+        &self,
+        key: &[u8],
+        loader: impl FnOnce() -> Result<Loaded<T>, E>,
+    ) -> Result<Hit<V>, Error> {
+        self.get(key, &CallOptions::default(), Some(loader))
+    }
+
+    /// [`Cache::get`] with the cache's options and no loader: L1 or L2, else [`Level::Miss`].
+    pub fn get_cached(&self, key: &[u8]) -> Result<Hit<V>, Error> {
+        self.get(
+            key,
+            &CallOptions::default(),
+            None::<fn() -> Result<Loaded<T>, BoxError>>,
+        )
+    }
+
+    /// [`Cache::set`] of a value with the cache's options.
+    pub fn put(&self, key: &[u8], value: T) -> Result<(), Error> {
+        self.set(key, &CallOptions::default(), Some(value))
+    }
+
+    /// [`Cache::get_bulk_with`] [`BULK_CONCURRENCY`] loaders at a time.
+    pub fn get_bulk(&self, ops: Vec<BulkOp<'_, T>>) -> Result<Vec<Result<Hit<V>, Error>>, Error> {
+        self.get_bulk_with(ops, BULK_CONCURRENCY)
+    }
+
     /// Answers `ops` in order: L1 and L2 hits at once, misses by their loaders, up to
     /// `concurrency` at a time (this thread included). Every miss's loader runs. A value loaded
     /// on one of the call's helper threads lands in L2 and that thread's L1, so this thread's
     /// next get of it is an L2 hit.
-    pub fn get_bulk(
+    pub fn get_bulk_with(
         &self,
         ops: Vec<BulkOp<'_, T>>,
         concurrency: usize,
-    ) -> Result<Vec<Result<Hit<T>, Error>>, Error> {
+    ) -> Result<Vec<Result<Hit<V>, Error>>, Error> {
         if concurrency == 0 {
             return Err(Error::InvalidOption("concurrency must be > 0"));
         }
-        let mut results: Vec<Option<Result<Hit<T>, Error>>> = Vec::with_capacity(ops.len());
+        let mut results: Vec<Option<Result<Hit<V>, Error>>> = Vec::with_capacity(ops.len());
         let mut jobs = Vec::new();
         for (index, op) in ops.into_iter().enumerate() {
-            results.push(match (self.lookup(op.key, &op.opts), op.loader) {
-                (Ok(Ok(hit)), _) => Some(Ok(hit)),
-                (Err(err), _) => Some(Err(err)),
-                (Ok(Err(_)), None) => Some(Ok(Hit {
-                    value: None,
-                    level: Level::Miss,
-                })),
-                (Ok(Err(pending)), Some(loader)) => {
-                    jobs.push((index, op.key, Some((pending, loader)), None));
-                    None
-                }
-            });
+            results.push(
+                match (self.lookup(op.key, &op.opts, &*self.into_l1), op.loader) {
+                    (Ok(Ok(hit)), _) => Some(Ok(hit)),
+                    (Err(err), _) => Some(Err(err)),
+                    (Ok(Err(_)), None) => Some(Ok(Hit {
+                        value: None,
+                        level: Level::Miss,
+                    })),
+                    (Ok(Err(pending)), Some(loader)) => {
+                        jobs.push((index, op.key, Some((pending, loader)), None));
+                        None
+                    }
+                },
+            );
         }
         let per_thread = jobs.len().div_ceil(concurrency).max(1);
         let run = |chunk: &mut [(usize, &[u8], Option<_>, Option<_>)]| {
@@ -257,17 +398,18 @@ impl<T: Send + Sync + 'static> Cache<T> {
     /// What L2 holds for `key` (remaining ttl, value, staleness), without running a loader or
     /// touching L1; a stale entry only when `stale` is set.
     pub fn peek(&self, key: &[u8], stale: bool) -> Option<Peek<T>> {
-        let found = self.read_l2(key)?;
         let now = self.now();
+        let found = self.read_l2(key, now)?;
         let is_stale = found.entry.is_stale(now);
         if is_stale && !stale {
             return None;
         }
+        let expires_at = found.entry.expires_at();
         Some(Peek {
-            remaining: found
-                .entry
-                .expires_at()
-                .map(|at| Duration::from_millis(at.saturating_sub(now))),
+            remaining: expires_at.map(|at| Duration::from_millis(at.saturating_sub(now))),
+            stale_for: expires_at
+                .filter(|_| is_stale)
+                .map(|at| Duration::from_millis(now - at)),
             value: found.entry.value,
             stale: is_stale,
         })
@@ -278,13 +420,6 @@ impl<T: Send + Sync + 'static> Cache<T> {
     pub fn set(&self, key: &[u8], opts: &CallOptions, value: Option<T>) -> Result<(), Error> {
         let opts = self.opts.resolve(opts)?;
         let hash = self.l2.hash(self.ns.id, key);
-        if let Some((misses, ns)) = &self.misses {
-            // The key must not stay in the other store.
-            match value {
-                Some(_) => misses.remove(ns.id, key, || ()),
-                None => self.l2.remove(self.ns.id, key, || ()),
-            }
-        }
         let ttl = if value.is_some() {
             opts.ttl
         } else {
@@ -294,6 +429,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
             stripe: Namespace::stripe(hash),
             stale: None,
             opts,
+            into: &*self.into_l1,
         };
         self.store(key, &pending, value.map(PayloadArc::new), ttl, false, true)
             .map(drop)
@@ -310,7 +446,7 @@ impl<T: Send + Sync + 'static> Cache<T> {
         if let Some((misses, ns)) = &self.misses {
             misses.remove(ns.id, key, || self.ns.bump(stripe));
         }
-        self.with_l1(|l1| l1.remove(key));
+        self.l1(|l1| l1.remove(key));
     }
 
     /// Removes every entry of this cache from L2 (other caches on the same store keep theirs)
@@ -325,59 +461,73 @@ impl<T: Send + Sync + 'static> Cache<T> {
         if !mutant::active(Mutant::PurgeSkipsBump) {
             self.ns.bump_all();
         }
-        self.with_l1(L1::clear);
+        self.l1(L1::clear);
     }
 
     /// Drops this thread's L1 copies that other threads' writes invalidated. Kept for parity
     /// with the seed: `get` already never returns such a copy.
     pub fn update(&self) {
-        self.with_l1(|l1| l1.sweep(|stripe| self.ns.generation(stripe)));
+        self.l1(|l1| l1.sweep(|stripe| self.ns.generation(stripe)));
     }
 
-    /// For property tests: checks the invariants of every L1 (see `L1::validate`) and of the
-    /// L2 stores (see [`L2::validate`]).
+    /// For property tests: checks the invariants of this thread's L1 (see `L1::validate`) and
+    /// of the L2 stores (see [`L2::validate`]).
     ///
     /// # Panics
     /// On the first broken invariant.
     #[doc(hidden)]
     pub fn validate(&self) {
-        for l1 in self.l1.iter() {
-            l1.lock().validate();
-        }
+        self.l1(|l1| l1.validate());
         self.l2.validate();
         if let Some((misses, _)) = &self.misses {
             misses.validate();
         }
     }
 
+    /// For property tests: the invalidation stripe of `key` (a write of a key drops every
+    /// thread's L1 copies of the keys of its stripe).
+    #[doc(hidden)]
+    pub fn invalidation_stripe(&self, key: &[u8]) -> usize {
+        Namespace::stripe(self.l2.hash(self.ns.id, key))
+    }
+
     fn now(&self) -> u64 {
         self.opts.clock.now_ms()
     }
 
-    fn with_l1<R>(&self, f: impl FnOnce(&mut L1<T>) -> R) -> R {
-        f(&mut self.l1.own().lock())
+    /// Runs `f` on this thread's L1 of this cache's name.
+    fn l1<R>(&self, f: impl FnOnce(&mut L1<V>) -> R) -> R {
+        l1::with_local(&self.ns, self.opts.l1_capacity, f)
     }
 
-    fn warn(&self) {
+    fn warn(&self, warning: Warning<'_>) {
         // Relaxed: a statistic.
         self.warnings.fetch_add(1, Ordering::Relaxed);
+        if let Some(hook) = &self.opts.on_warning {
+            hook(&warning);
+        }
     }
 
     /// L1 then L2: a hit, or what the loader needs to know.
-    fn lookup(&self, key: &[u8], opts: &CallOptions) -> Result<Result<Hit<T>, Pending<T>>, Error> {
+    fn lookup<'a>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        into: IntoL1Ref<'a, T, V>,
+    ) -> Result<Result<Hit<V>, Pending<'a, T, V>>, Error> {
+        // Checked on every path, an L1 hit included (the seed lets an L1 hit through).
+        let opts = self.opts.resolve(opts)?;
         let now = self.now();
         let generation = |stripe| self.ns.generation(stripe);
-        if let Some(value) = self.with_l1(|l1| l1.get(key, now, generation)) {
+        if let Some(value) = self.l1(|l1| l1.get(key, now, generation)) {
             return Ok(Ok(Hit {
                 value,
                 level: Level::L1,
             }));
         }
-        // Checked past L1, as the seed does: an L1 hit needs none of them.
-        let opts = self.opts.resolve(opts)?;
         let hash = self.l2.hash(self.ns.id, key);
         let stripe = Namespace::stripe(hash);
-        let stale = match self.read_and_promote(key, stripe, now)? {
+        let stale = match self.read_and_promote(key, stripe, now, into)? {
             Read::Fresh(hit) => return Ok(Ok(hit)),
             Read::Stale(value) => Some(value),
             Read::Absent => None,
@@ -386,15 +536,22 @@ impl<T: Send + Sync + 'static> Cache<T> {
             stripe,
             stale,
             opts,
+            into,
         }))
     }
 
     /// Reads L2 and promotes a fresh value into L1, tagged with the generation read before.
-    fn read_and_promote(&self, key: &[u8], stripe: usize, now: u64) -> Result<Read<T>, Error> {
+    fn read_and_promote(
+        &self,
+        key: &[u8],
+        stripe: usize,
+        now: u64,
+        into: IntoL1Ref<'_, T, V>,
+    ) -> Result<Read<T, V>, Error> {
         // Read before L2: a write that lands after it bumps past this tag, so the copy we are
         // about to keep can only be invalidated, never wrongly kept.
         let mut generation = self.ns.generation(stripe);
-        let found = self.read_l2(key);
+        let found = self.read_l2(key, now);
         if mutant::active(Mutant::L1TagsAfterL2Read) {
             generation = self.ns.generation(stripe);
         }
@@ -411,24 +568,25 @@ impl<T: Send + Sync + 'static> Cache<T> {
         };
         let value = match entry.expires_at() {
             // No life left: served, not kept.
-            Some(at) if at <= now => self.transform(entry.value)?,
-            expires_at => self.keep(key, entry.value, expires_at, stripe, generation)?,
+            Some(at) if at <= now => transform(entry.value, into)?,
+            expires_at => self.keep(key, entry.value, expires_at, (stripe, generation), into)?,
         };
         Ok(Read::Fresh(Hit { value, level }))
     }
 
-    fn read_l2(&self, key: &[u8]) -> Option<Found<T>> {
-        self.l2.get(self.ns.id, key).or_else(|| {
-            let (misses, ns) = self.misses.as_ref()?;
-            misses.get(ns.id, key)
-        })
-    }
-
-    /// The L1 transform, for values on their way to a caller.
-    fn transform(&self, value: Option<PayloadArc<T>>) -> Result<Option<PayloadArc<T>>, Error> {
-        match (value, &self.opts.transform) {
-            (Some(value), Some(transform)) => transform(&value).map(Some).map_err(Error::Transform),
-            (value, _) => Ok(value),
+    /// The key's L2 entry: the value store's unless it is absent or stale and the miss store
+    /// holds a fresher one (a miss cached after the value expired).
+    fn read_l2(&self, key: &[u8], now: u64) -> Option<Found<T>> {
+        let value = self.l2.get(self.ns.id, key);
+        if value.as_ref().is_some_and(|v| !v.entry.is_stale(now)) {
+            return value;
+        }
+        let Some((misses, ns)) = &self.misses else {
+            return value;
+        };
+        match misses.get(ns.id, key) {
+            Some(miss) if value.is_none() || !miss.entry.is_stale(now) => Some(miss),
+            _ => value,
         }
     }
 
@@ -438,12 +596,12 @@ impl<T: Send + Sync + 'static> Cache<T> {
         key: PayloadArc<[u8]>,
         value: Option<PayloadArc<T>>,
         expires_at: Option<u64>,
-        stripe: usize,
-        generation: u64,
-    ) -> Result<Option<PayloadArc<T>>, Error> {
-        let value = self.transform(value)?;
+        (stripe, generation): (usize, u64),
+        into: IntoL1Ref<'_, T, V>,
+    ) -> Result<Option<PayloadArc<V>>, Error> {
+        let value = transform(value, into)?;
         let copy = value.clone();
-        self.with_l1(|l1| l1.insert(key, copy, expires_at, stripe, generation));
+        self.l1(|l1| l1.insert(key, copy, expires_at, stripe, generation));
         Ok(value)
     }
 
@@ -454,12 +612,12 @@ impl<T: Send + Sync + 'static> Cache<T> {
     fn store(
         &self,
         key: &[u8],
-        pending: &Pending<T>,
+        pending: &Pending<'_, T, V>,
         value: Option<PayloadArc<T>>,
         ttl: u64,
         resurrected: bool,
         strict: bool,
-    ) -> Result<Option<PayloadArc<T>>, Error> {
+    ) -> Result<Option<PayloadArc<V>>, Error> {
         let now = self.now();
         let entry = Entry {
             value: value.clone(),
@@ -467,15 +625,25 @@ impl<T: Send + Sync + 'static> Cache<T> {
             ttl,
             resurrected,
         };
-        let (l2, ns) = match &self.misses {
-            Some((misses, ns)) if value.is_none() => (misses, ns.id),
-            _ => (&self.l2, self.ns.id),
+        let (l2, ns, kind) = match &self.misses {
+            Some((misses, ns)) => {
+                // The key must not stay in the other store, where it could shadow this write.
+                if value.is_some() {
+                    misses.remove(ns.id, key, || ());
+                    (&self.l2, self.ns.id, StoreKind::Values)
+                } else {
+                    self.l2.remove(self.ns.id, key, || ());
+                    (misses, ns.id, StoreKind::Misses)
+                }
+            }
+            None => (&self.l2, self.ns.id, StoreKind::Values),
         };
         let stripe = pending.stripe;
         // Read before the write, as in `read_and_promote`, for a load.
         let mut before = self.ns.generation(stripe);
         let stored = l2.insert(ns, key, entry, pending.opts.tries, || {
-            strict.then(|| self.ns.bump(stripe))
+            let bump = strict && !mutant::active(Mutant::SetSkipsBump);
+            bump.then(|| self.ns.bump(stripe))
         });
         if mutant::active(Mutant::StoreTagsAfterWrite) {
             before = self.ns.generation(stripe);
@@ -484,23 +652,38 @@ impl<T: Send + Sync + 'static> Cache<T> {
             Ok(bumped) => bumped.unwrap_or(before),
             Err(err) if strict => return Err(err),
             Err(_) => {
-                self.warn();
+                self.warn(Warning::NoRoom {
+                    key,
+                    store: kind,
+                    tries: pending.opts.tries,
+                });
                 before
             }
         };
         let expires_at = (ttl > 0).then(|| now.saturating_add(ttl));
-        self.keep(key.into(), value, expires_at, stripe, generation)
+        self.keep(
+            key.into(),
+            value,
+            expires_at,
+            (stripe, generation),
+            pending.into,
+        )
     }
 
     /// The miss path: take the key's lock, re-read L2, run the loader, store its result.
-    fn load<F>(&self, key: &[u8], pending: Pending<T>, loader: F) -> Result<Hit<T>, Error>
+    fn load<F, E>(&self, key: &[u8], pending: Pending<'_, T, V>, loader: F) -> Result<Hit<V>, Error>
     where
-        F: FnOnce() -> Result<Loaded<T>, String>,
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
     {
-        let held = self.ns.flights.acquire(key, self.now(), pending.opts.lock);
+        let held = self
+            .ns
+            .flights
+            .acquire(key, &self.opts.clock, pending.opts.lock);
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
-            if let Read::Fresh(hit) = self.read_and_promote(key, pending.stripe, self.now())? {
+            let read = self.read_and_promote(key, pending.stripe, self.now(), pending.into)?;
+            if let Read::Fresh(hit) = read {
                 return Ok(hit);
             }
         }
@@ -510,9 +693,9 @@ impl<T: Send + Sync + 'static> Cache<T> {
             Err(timeout) => {
                 return match (&pending.stale, pending.opts.resurrect) {
                     (Some(stale), Some(_)) => {
-                        self.warn();
+                        self.warn(Warning::StaleOnLockTimeout { key });
                         Ok(Hit {
-                            value: self.transform(stale.clone())?,
+                            value: transform(stale.clone(), pending.into)?,
                             level: Level::Stale,
                         })
                     }
@@ -522,20 +705,25 @@ impl<T: Send + Sync + 'static> Cache<T> {
         };
         let loaded = match panic::catch_unwind(AssertUnwindSafe(loader)) {
             Ok(Ok(loaded)) => loaded,
-            Ok(Err(err)) => return self.resurrect(key, &pending, Error::Loader(err)),
+            Ok(Err(err)) => {
+                let err = Error::Loader(LoaderError::new(err));
+                return self.resurrect(key, &pending, err);
+            }
+            // A panic is no answer to stand in for (the seed's callback threw): returned, and
+            // the next get runs the loader again.
             Err(payload) => {
                 let message = payload
                     .downcast_ref::<&str>()
                     .map(|s| (*s).to_owned())
                     .or_else(|| payload.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "non-string panic".to_owned());
-                return self.resurrect(key, &pending, Error::LoaderPanicked(message));
+                return Err(Error::LoaderPanicked(message));
             }
         };
         let value = loaded.value.map(PayloadArc::new);
         if !loaded.cache {
             return Ok(Hit {
-                value,
+                value: transform(value, pending.into)?,
                 level: Level::L3,
             });
         }
@@ -554,15 +742,35 @@ impl<T: Send + Sync + 'static> Cache<T> {
 
     /// After a loader failure: puts a stale value back for resurrect_ttl (level 4) if there is
     /// one and resurrection is on, else returns `err`.
-    fn resurrect(&self, key: &[u8], pending: &Pending<T>, err: Error) -> Result<Hit<T>, Error> {
+    fn resurrect(
+        &self,
+        key: &[u8],
+        pending: &Pending<'_, T, V>,
+        err: Error,
+    ) -> Result<Hit<V>, Error> {
         let (Some(stale), Some(ttl)) = (&pending.stale, pending.opts.resurrect) else {
             return Err(err);
         };
-        self.warn();
+        self.warn(Warning::Resurrected { key, error: &err });
         let value = self.store(key, pending, stale.clone(), ttl, true, false)?;
         Ok(Hit {
             value,
             level: Level::Stale,
         })
     }
+}
+
+/// A value of L2 on its way to a caller (and L1), through `into`.
+fn transform<T, V>(
+    value: Option<PayloadArc<T>>,
+    into: IntoL1Ref<'_, T, V>,
+) -> Result<Option<PayloadArc<V>>, Error> {
+    value.map(|v| into(&v)).transpose()
+}
+
+/// A user transform's answer as the cache keeps it.
+fn transformed<V, E: Into<BoxError>>(answer: Result<V, E>) -> Result<PayloadArc<V>, Error> {
+    answer
+        .map(PayloadArc::new)
+        .map_err(|err| Error::Transform(err.into().to_string()))
 }

@@ -6,9 +6,10 @@
 //! A holder older than the lock expiry (cache clock) is taken over, so a stuck loader cannot
 //! block its key forever; its eventual release then leaves the newer holder's lock alone.
 
+use super::clock::{to_ms, Clock};
 use super::error::Error;
 use super::options::LockOptions;
-use crate::sync::time::{self, Duration};
+use crate::sync::time::Duration;
 use crate::sync::{Arc, Condvar, Mutex};
 use std::collections::HashMap;
 
@@ -53,16 +54,17 @@ impl Flights {
         &self.shards[mix % SHARDS]
     }
 
-    /// Takes `key`'s lock, waiting at most `opts.timeout` for the current holder.
+    /// Takes `key`'s lock, waiting at most `opts.timeout` (on `clock`) for the current holder.
     pub(crate) fn acquire(
         &self,
         key: &[u8],
-        now_ms: u64,
+        clock: &Clock,
         opts: LockOptions,
     ) -> Result<Held<'_>, Error> {
-        let deadline = time::now().checked_add(opts.timeout);
-        let expiry = super::clock::to_ms(opts.expiry);
+        let start = clock.now_ms();
+        let (timeout, expiry) = (to_ms(opts.timeout), to_ms(opts.expiry));
         loop {
+            let now_ms = clock.now_ms();
             let flight = {
                 let mut map = self.shard(key).lock();
                 match map.get(key) {
@@ -84,16 +86,16 @@ impl Flights {
             };
             let mut done = flight.done.lock();
             while !*done {
-                done = match deadline {
-                    None => flight.wake.wait(done),
-                    Some(deadline) => {
-                        let left = deadline.saturating_duration_since(time::now());
-                        if left == Duration::ZERO {
-                            return Err(Error::LockTimeout);
-                        }
-                        flight.wake.wait_timeout(done, left).0
-                    }
-                };
+                let left = timeout.saturating_sub(clock.now_ms().saturating_sub(start));
+                if left == 0 {
+                    return Err(Error::LockTimeout);
+                }
+                // A manual clock moves only by hand: look at it again every millisecond.
+                let slice = if clock.is_manual() { left.min(1) } else { left };
+                done = flight
+                    .wake
+                    .wait_timeout(done, Duration::from_millis(slice))
+                    .0;
             }
         }
     }

@@ -1,14 +1,75 @@
-//! L1: a fixed-capacity LRU for one stripe of threads (the seed's per-worker lua-resty-lrucache;
-//! threads, unlike nginx workers, can outnumber the stripes and then share one).
+//! L1: a fixed-capacity LRU per thread and cache name (the seed's per-worker
+//! lua-resty-lrucache): every cache of one name on one store shares the calling thread's L1, as
+//! mlcache's instances of one name share one LRU per worker, and a new thread starts empty.
 //!
 //! An index-linked slab (recency list threaded through slot indices) plus a hash index, both
 //! sized on first use: a hit allocates nothing, and neither does a promotion once full, since
 //! it reuses the least recently used slot. Each entry carries the invalidation generation of
 //! its stripe at the time it was read from L2; a hit whose stripe has moved on is a miss.
 
+use super::namespace::Namespace;
 use crate::linked_slab::{LinkedSlab, List};
-use crate::sync::PayloadArc;
+use crate::sync::{Arc, PayloadArc};
+use std::any::{Any, TypeId};
+use std::cell::RefCell;
 use std::collections::HashMap;
+
+/// The L1 index's hasher: foldhash, several times faster than SipHash on short keys (an L1 hit
+/// hashes its key once), randomly seeded per L1 against hash flooding.
+type IndexHasher = foldhash::fast::RandomState;
+
+/// One of this thread's L1s: the one of the caches of `ns` that keep `L1<T>`s, `l1`'s type.
+struct Local {
+    ns: Arc<Namespace>,
+    /// `l1`'s, so that finding an L1 makes no virtual call.
+    type_id: TypeId,
+    l1: Box<dyn Any>,
+}
+
+#[cfg(not(mcb_loom))]
+thread_local! {
+    static LOCAL: RefCell<Vec<Local>> = const { RefCell::new(Vec::new()) };
+}
+#[cfg(mcb_loom)]
+loom::thread_local! {
+    static LOCAL: RefCell<Vec<Local>> = RefCell::new(Vec::new());
+}
+
+/// Runs `f` on the calling thread's L1 for the caches of `ns` that keep `T` in L1, made with
+/// `capacity` entries by the first such cache to use it on this thread. The L1 goes with the
+/// thread, or earlier, when this thread makes another L1 after the last other holder of its
+/// name (store and caches) is gone.
+///
+/// # Panics
+/// If `f` re-enters (the cache never calls out to user code from inside it).
+pub(crate) fn with_local<T: 'static, R>(
+    ns: &Arc<Namespace>,
+    capacity: usize,
+    f: impl FnOnce(&mut L1<T>) -> R,
+) -> R {
+    LOCAL.with(|local| {
+        let mut local = local.borrow_mut();
+        let mine = |l: &Local| Arc::ptr_eq(&l.ns, ns) && l.type_id == TypeId::of::<L1<T>>();
+        let at = match local.iter().position(mine) {
+            Some(at) => at,
+            None => {
+                // Only this thread still knows these names: their store is gone.
+                local.retain(|l| Arc::strong_count(&l.ns) > 1);
+                local.push(Local {
+                    ns: ns.clone(),
+                    type_id: TypeId::of::<L1<T>>(),
+                    l1: Box::new(L1::<T>::new(capacity)),
+                });
+                local.len() - 1
+            }
+        };
+        let l1 = local[at]
+            .l1
+            .downcast_mut::<L1<T>>()
+            .expect("found by its type");
+        f(l1)
+    })
+}
 
 #[derive(Debug)]
 struct Entry<T> {
@@ -21,10 +82,10 @@ struct Entry<T> {
     generation: u64,
 }
 
-/// One thread's LRU.
+/// One thread's LRU for one cache name.
 #[derive(Debug)]
 pub(crate) struct L1<T> {
-    index: HashMap<PayloadArc<[u8]>, u32>,
+    index: HashMap<PayloadArc<[u8]>, u32, IndexHasher>,
     slab: LinkedSlab<Entry<T>>,
     /// Front: most recently used. Back: least recently used, the next to go.
     recency: List,
@@ -34,7 +95,7 @@ pub(crate) struct L1<T> {
 impl<T> L1<T> {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            index: HashMap::new(),
+            index: HashMap::default(),
             slab: LinkedSlab::new(),
             recency: List::EMPTY,
             capacity,
@@ -58,7 +119,10 @@ impl<T> L1<T> {
             return None;
         }
         let value = entry.value.clone();
-        self.slab.move_front(&mut self.recency, None, index);
+        // A hot key is often already the most recent: no relinking then.
+        if self.recency.front() != Some(index) {
+            self.slab.move_front(&mut self.recency, None, index);
+        }
         Some(value)
     }
 

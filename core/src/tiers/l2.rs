@@ -244,8 +244,9 @@ impl<T: Send + Sync + 'static> L2<T> {
     }
 
     /// A store of `capacity_bytes` split evenly over `shards`; a value larger than one shard
-    /// cannot be stored. Each entry weighs its key, a fixed overhead and `size_of::<T>()`
-    /// unless [`L2::weigh_with`] says otherwise.
+    /// cannot be stored. Each entry weighs its key, a fixed overhead and `size_of::<T>()` (plus
+    /// the length of a byte-like value: `String`, `Vec<u8>`...) unless [`L2::weigh_with`] says
+    /// otherwise.
     pub fn with_shards(capacity_bytes: usize, shards: usize) -> Result<Self, Error> {
         if capacity_bytes == 0 {
             return Err(Error::InvalidOption("L2 capacity must be > 0 bytes"));
@@ -272,13 +273,13 @@ impl<T: Send + Sync + 'static> L2<T> {
         Ok(Self {
             shards,
             hasher: Hasher::default(),
-            weigher: Box::new(|_| std::mem::size_of::<T>()),
+            weigher: Box::new(super::weigh::default_weight::<T>),
             namespaces: Mutex::new(Vec::new()),
             domain: Domain::per_thread(),
         })
     }
 
-    /// Weighs values with `weigher` (bytes) instead of `size_of::<T>()`.
+    /// Weighs values with `weigher` (bytes) instead of the default (see [`L2::with_shards`]).
     pub fn weigh_with(mut self, weigher: impl Fn(&T) -> usize + Send + Sync + 'static) -> Self {
         self.weigher = Box::new(weigher);
         self

@@ -1,7 +1,7 @@
 //! Cache options (the seed's `new` options) and per-call overrides (its `get`/`set` options).
 
 use super::clock::{to_ms, Clock};
-use super::error::Error;
+use super::error::{Error, Warning};
 use super::l2::L2;
 use crate::sync::PayloadArc;
 use std::fmt;
@@ -12,10 +12,13 @@ use std::time::Duration;
 pub type Transform<T> =
     PayloadArc<dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<T>, String> + Send + Sync>;
 
+/// Receives the cache's warnings (the seed logs them), each with its reason.
+pub type WarningHook = PayloadArc<dyn Fn(&Warning<'_>) + Send + Sync>;
+
 /// The per-key loader lock (the seed's `resty_lock_opts`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockOptions {
-    /// How long a caller waits for another caller's loader (real time) before giving up.
+    /// How long (cache clock) a caller waits for another caller's loader before giving up.
     pub timeout: Duration,
     /// How long (cache clock) a lock holds before the next caller may take it over, so that a
     /// stuck loader cannot block a key forever.
@@ -34,11 +37,9 @@ impl Default for LockOptions {
 
 /// How a [`Cache`](super::Cache) behaves; `Default` gives the seed's defaults.
 pub struct Options<T> {
-    /// Entries in each L1 (the seed's `lru_size`, default 100).
+    /// Entries in each thread's L1 for this name (the seed's `lru_size`, default 100). Caches
+    /// of one name share a thread's L1: the first to use it on a thread sizes it.
     pub l1_capacity: usize,
-    /// How many L1s, one per stripe of threads (threads beyond this share one); default twice
-    /// the CPUs.
-    pub l1_slots: usize,
     /// Time to live of values (default 30 s); zero means forever.
     pub ttl: Duration,
     /// Time to live of cached misses (default 5 s); zero means forever.
@@ -54,15 +55,17 @@ pub struct Options<T> {
     pub transform: Option<Transform<T>>,
     /// A separate L2 for cached misses (the seed's `shm_miss`).
     pub miss_store: Option<PayloadArc<L2<T>>>,
-    /// The time source.
+    /// The time source, of ttls and of the lock's timeout and expiry.
     pub clock: Clock,
+    /// Receives every warning; without one they are only counted
+    /// ([`Cache::warnings`](super::Cache::warnings)).
+    pub on_warning: Option<WarningHook>,
 }
 
 impl<T> Default for Options<T> {
     fn default() -> Self {
         Self {
             l1_capacity: 100,
-            l1_slots: crate::sync::cpu_count() * 2,
             ttl: Duration::from_secs(30),
             neg_ttl: Duration::from_secs(5),
             resurrect_ttl: None,
@@ -71,6 +74,7 @@ impl<T> Default for Options<T> {
             transform: None,
             miss_store: None,
             clock: Clock::system(),
+            on_warning: None,
         }
     }
 }
@@ -79,7 +83,6 @@ impl<T> fmt::Debug for Options<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Options")
             .field("l1_capacity", &self.l1_capacity)
-            .field("l1_slots", &self.l1_slots)
             .field("ttl", &self.ttl)
             .field("neg_ttl", &self.neg_ttl)
             .field("resurrect_ttl", &self.resurrect_ttl)
@@ -88,6 +91,7 @@ impl<T> fmt::Debug for Options<T> {
             .field("transform", &self.transform.is_some())
             .field("miss_store", &self.miss_store.is_some())
             .field("clock", &self.clock)
+            .field("on_warning", &self.on_warning.is_some())
             .finish()
     }
 }
@@ -122,9 +126,6 @@ impl<T> Options<T> {
     pub(crate) fn validate(&self) -> Result<(), Error> {
         if self.l1_capacity == 0 {
             return Err(Error::InvalidOption("l1_capacity must be > 0"));
-        }
-        if self.l1_slots == 0 {
-            return Err(Error::InvalidOption("l1_slots must be > 0"));
         }
         self.resolve(&CallOptions::default()).map(drop)
     }

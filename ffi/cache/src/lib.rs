@@ -2,7 +2,8 @@
 //! per-thread L1 and a loader callback run by one caller at a time per key.
 //!
 //! Values are byte strings. Whatever we hand back (`mcb_cache_value.bytes`) is allocated with
-//! `malloc` and released with [`mcb_cache_value_free`]. Every function is safe to call from
+//! `malloc` and released with [`mcb_cache_value_free`]; [`mcb_cache_get_into`] copies into the
+//! caller's buffer instead. Every function is safe to call from
 //! many threads at once; a loader passed to [`mcb_cache_get_bulk`] may run on threads the call
 //! starts. Lengths are in bytes; times in milliseconds.
 
@@ -33,6 +34,9 @@ pub enum mcb_cache_status {
     MCB_CACHE_OUT_OF_MEMORY = 5,
     /// A bug: Rust code panicked. The cache is still usable.
     MCB_CACHE_PANIC = 6,
+    /// The caller's buffer is too small for the value (`mcb_cache_get_into`); the length it
+    /// needs is in `out->len`.
+    MCB_CACHE_BUFFER_TOO_SMALL = 7,
 }
 
 use mcb_cache_status::*;
@@ -119,6 +123,18 @@ pub struct mcb_cache_value {
     pub level: i32,
 }
 
+/// What [`mcb_cache_get_into`] copied into the caller's buffer.
+#[repr(C)]
+#[derive(Debug)]
+pub struct mcb_cache_copied {
+    /// The value's length (also when the buffer was too small for it).
+    pub len: usize,
+    /// False for "no value" (a miss, or a cached miss).
+    pub has_value: bool,
+    /// One of `MCB_CACHE_LEVEL_*`.
+    pub level: i32,
+}
+
 /// What [`mcb_cache_peek`] saw.
 #[repr(C)]
 #[derive(Debug)]
@@ -127,7 +143,8 @@ pub struct mcb_cache_peeked {
     pub present: bool,
     /// The value (its `level` is `MCB_CACHE_LEVEL_L2`); free it with `mcb_cache_value_free`.
     pub value: mcb_cache_value,
-    /// Time left before it goes stale; -1 for never; 0 once stale.
+    /// Time left before it goes stale; -1 for never; once stale, minus how long ago it went
+    /// stale (lua-resty-mlcache's negative ttl).
     pub remaining_ms: i64,
     /// Whether it has expired (kept until evicted).
     pub stale: bool,
@@ -219,7 +236,6 @@ pub unsafe extern "C" fn mcb_l2_free(l2: *mut mcb_l2) {
 pub unsafe extern "C" fn mcb_cache_options_default(out: *mut mcb_cache_options) {
     guard((), || {
         let defaults = Options::<Vec<u8>>::default();
-        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let options = mcb_cache_options {
             l1_capacity: defaults.l1_capacity,
             ttl_ms: ms(defaults.ttl),
@@ -234,6 +250,11 @@ pub unsafe extern "C" fn mcb_cache_options_default(out: *mut mcb_cache_options) 
             unsafe { out.write(options) };
         }
     });
+}
+
+/// Whole milliseconds as C sees them.
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// A non-negative number of milliseconds.
@@ -434,6 +455,28 @@ fn loader_of(
     })
 }
 
+/// `mcb_cache_get`'s lookup, or the status to return.
+///
+/// # Safety
+/// As for [`mcb_cache_get`].
+unsafe fn hit_of(
+    cache: *const mcb_cache,
+    key: *const u8,
+    key_len: usize,
+    loader: mcb_cache_loader,
+    ctx: *mut c_void,
+) -> Result<tiers::Hit<Vec<u8>>, mcb_cache_status> {
+    // SAFETY: the caller's contract (see `# Safety`).
+    let (Some(cache), Some(key)) = (unsafe { cache.as_ref() }, unsafe { bytes(key, key_len) })
+    else {
+        return Err(MCB_CACHE_INVALID_ARGUMENT);
+    };
+    cache
+        .0
+        .get(key, &CallOptions::default(), loader_of(loader, ctx, key))
+        .map_err(|err| status(&err))
+}
+
 /// Gets `key`: from this thread's L1, else L2, else `loader` (may be NULL: then a miss is
 /// `MCB_CACHE_OK` with level `MCB_CACHE_LEVEL_MISS`). On `MCB_CACHE_OK` fills `out`.
 ///
@@ -450,20 +493,13 @@ pub unsafe extern "C" fn mcb_cache_get(
     out: *mut mcb_cache_value,
 ) -> mcb_cache_status {
     guard(MCB_CACHE_PANIC, || {
-        // SAFETY: the caller's contract (see `# Safety`).
-        let (Some(cache), Some(key)) = (unsafe { cache.as_ref() }, unsafe { bytes(key, key_len) })
-        else {
-            return MCB_CACHE_INVALID_ARGUMENT;
-        };
         if out.is_null() {
             return MCB_CACHE_INVALID_ARGUMENT;
         }
-        let hit = match cache
-            .0
-            .get(key, &CallOptions::default(), loader_of(loader, ctx, key))
-        {
+        // SAFETY: the caller's contract, passed on.
+        let hit = match unsafe { hit_of(cache, key, key_len, loader, ctx) } {
             Ok(hit) => hit,
-            Err(err) => return status(&err),
+            Err(status) => return status,
         };
         match to_c(hit.value.as_deref().map(Vec::as_slice), hit.level) {
             Some(value) => {
@@ -472,6 +508,56 @@ pub unsafe extern "C" fn mcb_cache_get(
                 MCB_CACHE_OK
             }
             None => MCB_CACHE_OUT_OF_MEMORY,
+        }
+    })
+}
+
+/// [`mcb_cache_get`] that copies the value into `buf` (`buf_len` bytes) instead of allocating:
+/// on `MCB_CACHE_OK` the value is in `buf[0..out->len]`; when it does not fit, returns
+/// `MCB_CACHE_BUFFER_TOO_SMALL` with the length it needs in `out->len` (the value stays cached:
+/// call again with a larger buffer).
+///
+/// # Safety
+/// As for `mcb_cache_get`; besides, `buf` NULL (with `buf_len` 0) or valid for `buf_len` writes,
+/// and `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcb_cache_get_into(
+    cache: *const mcb_cache,
+    key: *const u8,
+    key_len: usize,
+    loader: mcb_cache_loader,
+    ctx: *mut c_void,
+    buf: *mut u8,
+    buf_len: usize,
+    out: *mut mcb_cache_copied,
+) -> mcb_cache_status {
+    guard(MCB_CACHE_PANIC, || {
+        if out.is_null() || (buf.is_null() && buf_len > 0) {
+            return MCB_CACHE_INVALID_ARGUMENT;
+        }
+        // SAFETY: the caller's contract, passed on.
+        let hit = match unsafe { hit_of(cache, key, key_len, loader, ctx) } {
+            Ok(hit) => hit,
+            Err(status) => return status,
+        };
+        let value = hit.value.as_deref().map_or(&[][..], Vec::as_slice);
+        let copied = mcb_cache_copied {
+            len: value.len(),
+            has_value: hit.value.is_some(),
+            level: hit.level as i32,
+        };
+        let fits = value.len() <= buf_len;
+        if fits && !value.is_empty() {
+            // SAFETY: `buf` is valid for `buf_len >= value.len()` writes (caller's contract)
+            // and cannot overlap the cache's own copy.
+            unsafe { ptr::copy_nonoverlapping(value.as_ptr(), buf, value.len()) };
+        }
+        // SAFETY: non-null and valid for a write (caller's contract).
+        unsafe { out.write(copied) };
+        if fits {
+            MCB_CACHE_OK
+        } else {
+            MCB_CACHE_BUFFER_TOO_SMALL
         }
     })
 }
@@ -530,9 +616,11 @@ pub unsafe extern "C" fn mcb_cache_peek(
                 mcb_cache_peeked {
                     present: true,
                     value,
-                    remaining_ms: peek
-                        .remaining
-                        .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+                    remaining_ms: match (peek.remaining, peek.stale_for) {
+                        (_, Some(ago)) => -ms(ago),
+                        (Some(left), None) => ms(left),
+                        (None, None) => -1,
+                    },
                     stale: peek.stale,
                 }
             }
@@ -653,7 +741,8 @@ pub unsafe extern "C" fn mcb_cache_update(cache: *const mcb_cache) -> mcb_cache_
 }
 
 /// Gets `n` keys: hits answered at once, misses loaded by their loaders with up to
-/// `concurrency` (> 0) running at a time, on threads this call starts. On `MCB_CACHE_OK`,
+/// `concurrency` (0: 3, lua-resty-mlcache's default) running at a time, on threads this call
+/// starts. On `MCB_CACHE_OK`,
 /// `results[i]` answers `ops[i]`; free each OK value with `mcb_cache_value_free`.
 ///
 /// # Safety
@@ -672,7 +761,7 @@ pub unsafe extern "C" fn mcb_cache_get_bulk(
         let Some(cache) = (unsafe { cache.as_ref() }) else {
             return MCB_CACHE_INVALID_ARGUMENT;
         };
-        if n > 0 && (ops.is_null() || results.is_null()) || concurrency == 0 {
+        if n > 0 && (ops.is_null() || results.is_null()) {
             return MCB_CACHE_INVALID_ARGUMENT;
         }
         let ops: &[mcb_cache_bulk_op] = if n == 0 {
@@ -690,10 +779,15 @@ pub unsafe extern "C" fn mcb_cache_get_bulk(
             bulk.push(BulkOp {
                 key,
                 opts: CallOptions::default(),
-                loader: loader_of(op.loader, op.ctx, key).map(|l| Box::new(l) as _),
+                loader: loader_of(op.loader, op.ctx, key)
+                    .map(|l| Box::new(move || l().map_err(Into::into)) as _),
             });
         }
-        let answers = match cache.0.get_bulk(bulk, concurrency) {
+        let concurrency = match concurrency {
+            0 => tiers::BULK_CONCURRENCY,
+            n => n,
+        };
+        let answers = match cache.0.get_bulk_with(bulk, concurrency) {
             Ok(answers) => answers,
             Err(err) => return status(&err),
         };
