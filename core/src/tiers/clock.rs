@@ -20,43 +20,17 @@ enum Source {
     Manual(Arc<AtomicU64>),
 }
 
-/// The coarse monotonic clock, where there is one.
-#[cfg(all(target_os = "linux", not(mcb_loom)))]
-#[allow(unsafe_code)] // one clock_gettime call
+/// The system clock: milliseconds on the shim's coarse monotonic clock.
 mod system {
-    /// Milliseconds on the coarse clock.
+    /// The coarse clock's reading when a clock was made.
     pub(super) type Origin = u64;
 
     pub(super) fn now() -> Origin {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec for the call; CLOCK_MONOTONIC_COARSE
-        // exists on every Linux the crate runs on (2.6.32 and later), so the call cannot fail.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-        // Both fields are non-negative for a monotonic clock.
-        (ts.tv_sec as u64) * 1_000 + (ts.tv_nsec as u64) / 1_000_000
+        crate::sync::time::coarse_ms()
     }
 
     pub(super) fn since(origin: Origin) -> u64 {
         now().saturating_sub(origin)
-    }
-}
-
-/// Elsewhere (and under loom, where time stands still): std's monotonic clock.
-#[cfg(not(all(target_os = "linux", not(mcb_loom))))]
-mod system {
-    use crate::sync::time::{self, Instant};
-
-    pub(super) type Origin = Instant;
-
-    pub(super) fn now() -> Origin {
-        time::now()
-    }
-
-    pub(super) fn since(origin: Origin) -> u64 {
-        super::to_ms(time::now().saturating_duration_since(origin))
     }
 }
 
