@@ -538,6 +538,12 @@ fn retire<T>(guard: &Guard, node: Shared<'_, Node<T>>) {
             // SeqCst: test instrumentation, as in `check_live`.
             .store(true, Ordering::SeqCst);
     }
+    #[cfg(mcb_loom)]
+    {
+        // SAFETY: still allocated (the free below is deferred).
+        let node = unsafe { node.deref() };
+        epoch::mark_freed_when_unpinned(&node.freed);
+    }
     // SAFETY: the node is unreachable from every bucket (unlinked under the shard lock) and out
     // of the policy, so only readers pinned before the unlink can hold it; the epoch defers the
     // free until they unpin.
