@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The mutation run: plausible one-line bugs written into the real code (not through
 # core/src/sync/mutant.rs), one at a time, on a scratch copy of the repository; for each, the loom
-# models of its area and then, if they pass, the std tests of core and model-tests. A mutant is
-# caught when either fails. Prints a markdown table (the README's proofs section shows one).
+# models of its area (for the bucket, also CI's run of the real-code models at 4 preemptions)
+# and then, if they pass, the std tests of core and model-tests. A mutant is caught when any
+# fails. Prints a markdown table (the README's proofs section shows one).
 #
 #   model-tests/mutate.sh [NAME...]      all mutants, or only those named
 #
@@ -17,8 +18,9 @@ src="$work/src"
 mkdir -p "$src"
 # A fresh copy of the working tree; the scratch build (its target/) is kept.
 find "$src" -mindepth 1 -maxdepth 1 ! -name target -exec rm -rf {} +
+# Extracted with fresh times (-m): cargo must not take an older source for one it built.
 tar -C "$repo" --exclude=./target --exclude=./.git --exclude=./examples-c/build -cf - . |
-    tar -C "$src" -xf -
+    tar -C "$src" -xmf -
 cd "$src"
 
 # name | file | loom test | the text replaced | its replacement | why it is a bug
@@ -89,6 +91,13 @@ loom() {
     cargo loom --locked --test "$1" >"$2" 2>&1
 }
 
+# CI's deeper run of the bucket models of the real code (.ci/run).
+deep() {
+    LOOM_MAX_PREEMPTIONS=4 cargo loom --locked --test bucket -- --exact bucket_stops_exactly_once \
+        bucket_client_never_sees_stopped bucket_connection_freed_once_after_every_user \
+        bucket_create_publishes_initialised_engine >"$1" 2>&1
+}
+
 std_tests() {
     cargo test --locked -p mcb-core -p mcb-model-tests >"$1" 2>&1
 }
@@ -123,6 +132,8 @@ for m in "${mutants[@]}"; do
     loom_result=passed std_result="not run" result=caught
     if ! loom "$test" "$work/$name-loom.log"; then
         loom_result="failed ($test)"
+    elif [ "$test" = bucket ] && ! deep "$work/$name-deep.log"; then
+        loom_result="failed (bucket at 4 preemptions, as in CI)"
     elif ! std_tests "$work/$name-std.log"; then
         std_result=failed
     else
