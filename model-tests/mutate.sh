@@ -93,7 +93,7 @@ loom() {
 
 # CI's deeper run of the bucket models of the real code (.ci/run).
 deep() {
-    LOOM_MAX_PREEMPTIONS=4 cargo loom --locked --test bucket -- --exact bucket_stops_exactly_once \
+    MCB_LOOM_CPUS=2 LOOM_MAX_PREEMPTIONS=4 cargo loom --locked --test bucket -- --exact bucket_stops_exactly_once \
         bucket_client_never_sees_stopped bucket_connection_freed_once_after_every_user \
         bucket_create_publishes_initialised_engine >"$1" 2>&1
 }

@@ -183,12 +183,16 @@ impl<T> UnsafeCell<T> {
     }
 }
 
-/// How many CPUs to size per-CPU structures for. Fixed at 1 under loom: two stripes, so the
-/// models' third thread shares a stripe with another (the sum, not a stripe, is what counts).
+/// How many CPUs to size per-CPU structures for. Under loom 1 (two stripes, so the models'
+/// third thread shares a stripe with another), or `MCB_LOOM_CPUS` (CI's deeper run uses 2: four
+/// stripes, one per thread, where other interleavings lie).
 pub fn cpu_count() -> usize {
     #[cfg(mcb_loom)]
     {
-        1
+        std::env::var("MCB_LOOM_CPUS")
+            .ok()
+            .and_then(|cpus| cpus.parse().ok())
+            .unwrap_or(1)
     }
     #[cfg(not(mcb_loom))]
     {
