@@ -4,7 +4,7 @@ use mcb_core::sync::mutant::{self, Mutant};
 use std::process::Command;
 
 /// Preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set.
-pub const DEFAULT_PREEMPTIONS: usize = 2;
+pub const DEFAULT_PREEMPTIONS: usize = 3;
 
 /// Set in the child process that runs a broken variant (see [`caught`]).
 const CHILD: &str = "MCB_MODEL_BROKEN_CHILD";

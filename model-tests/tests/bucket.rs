@@ -4,7 +4,7 @@
 #![cfg(mcb_loom)]
 
 use loom::thread;
-use mcb_core::bucket::{Config, Connection, CreateError, Fate, Registry, State};
+use mcb_core::bucket::{Config, Connection, CreateError, Fate, Lease, Registry, State};
 use mcb_core::sync::mutant::Mutant;
 use mcb_core::sync::Arc;
 use mcb_model_tests::fixtures::{TestEngine, TestEnv};
@@ -156,6 +156,40 @@ fn bucket_stops_exactly_once_broken_store_instead_of_cas() {
         Mutant::StopWithoutCas,
         "destroyed twice",
         two_leavers_race_the_stopper,
+    );
+}
+
+/// A lease taken on one thread is dropped on another (a host may finish a call elsewhere) while
+/// the bucket is deleted: the lease's own stripe is counted out, so no stripe goes below zero
+/// (a debug assertion) and the last leaver is not missed.
+fn lease_dropped_elsewhere() {
+    let (env, registry) = registry_with("b");
+    let bucket = registry.find("b").expect("running");
+    let handle = Arc::clone(bucket.arc());
+    drop(bucket);
+    let lease = registry.enter(&handle).expect("running");
+    // SAFETY: only the lifetime changes: `registry` and `handle` outlive the lease, whose
+    // thread is joined below before either goes.
+    let lease: Lease<'static, TestEnv> = unsafe { std::mem::transmute(lease) };
+    let dropper = thread::spawn(move || drop(lease));
+    registry.delete("b", 7, false).expect("delete");
+    dropper.join().unwrap();
+    registry.join_shutdowns();
+    assert_eq!(env.events().notified(), [7], "the delete never completed");
+    registry.destroy();
+}
+
+#[test]
+fn bucket_lease_dropped_on_another_thread() {
+    check(lease_dropped_elsewhere);
+}
+
+#[test]
+fn bucket_lease_dropped_on_another_thread_broken_callers_stripe() {
+    caught(
+        Mutant::LeaveFromCallersStripe,
+        "leave without enter",
+        lease_dropped_elsewhere,
     );
 }
 

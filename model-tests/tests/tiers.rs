@@ -50,7 +50,9 @@ fn peek(cache: &Cache<u32>, key: &[u8]) -> Option<u32> {
 }
 
 /// A reader walks L2 while a writer unlinks the node it reads and inserts another: the reader
-/// sees the old value or none, never freed memory, and no insert is lost.
+/// sees the old value or none, never freed memory (the models' collector frees a retired node
+/// as soon as no thread is pinned: see `mcb_core::sync::epoch`), reads the key being inserted
+/// as absent or whole, and no insert is lost.
 fn l2_read_remove_insert() {
     let cache = cache();
     set(&cache, b"a", 1);
@@ -59,6 +61,8 @@ fn l2_read_remove_insert() {
         thread::spawn(move || {
             let seen = peek(&cache, b"a");
             assert!(matches!(seen, Some(1) | None), "read {seen:?}");
+            let seen = peek(&cache, b"b");
+            assert!(matches!(seen, Some(2) | None), "read {seen:?}");
         })
     };
     let writer = {

@@ -46,6 +46,11 @@ impl Clients {
     /// decrement, which the caller's load of the state follows.
     #[inline]
     pub(crate) fn leave(&self, stripe: usize) -> Ordered {
+        let stripe = if mutant::active(Mutant::LeaveFromCallersStripe) {
+            self.stripes.own_index()
+        } else {
+            stripe
+        };
         // SeqCst: the leaver then loads the state and sums the stripes; whoever sums after
         // this decrement in the single total order must see it (no missed last leaver).
         let order = mutant::ordering(

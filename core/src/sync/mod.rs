@@ -283,11 +283,16 @@ impl<T> UnsafeCell<T> {
     }
 }
 
-/// How many CPUs to size per-CPU structures for (fixed at 2 under loom to keep models small).
+/// How many CPUs to size per-CPU structures for. Under loom 1 (two stripes, so the models'
+/// third thread shares a stripe with another), or `MCB_LOOM_CPUS` (CI's deeper run uses 2: four
+/// stripes, one per thread, where other interleavings lie).
 pub fn cpu_count() -> usize {
     #[cfg(mcb_loom)]
     {
-        2
+        std::env::var("MCB_LOOM_CPUS")
+            .ok()
+            .and_then(|cpus| cpus.parse().ok())
+            .unwrap_or(1)
     }
     #[cfg(not(mcb_loom))]
     {
@@ -393,21 +398,139 @@ pub(crate) mod epoch {
 
         /// Pins the current thread: what it loads stays allocated until the guard drops.
         #[inline]
-        pub fn pin(&self) -> Guard {
+        pub fn pin(&self) -> Pinned {
             #[cfg(mcb_loom)]
             {
+                model::pin();
                 let Some(participants) = &self.participants else {
-                    return self.collector.register().pin();
+                    return Pinned(self.collector.register().pin());
                 };
-                participants.0[super::thread_index()].with_mut(|slot| {
+                Pinned(participants.0[super::thread_index()].with_mut(|slot| {
                     // SAFETY: this thread's own slot (see `Participants`).
                     let slot = unsafe { &mut *slot };
                     slot.get_or_insert_with(|| self.collector.register()).pin()
-                })
+                }))
             }
             #[cfg(not(mcb_loom))]
             {
                 crossbeam_epoch::pin()
+            }
+        }
+    }
+
+    /// A pinned thread (see [`Domain::pin`]); under loom also counted by the models' collector.
+    #[cfg(not(mcb_loom))]
+    pub type Pinned = Guard;
+
+    /// A pinned thread (see [`Domain::pin`]); under loom also counted by the models' collector.
+    #[cfg(mcb_loom)]
+    #[derive(Debug)]
+    pub struct Pinned(Guard);
+
+    #[cfg(mcb_loom)]
+    impl std::ops::Deref for Pinned {
+        type Target = Guard;
+
+        fn deref(&self) -> &Guard {
+            &self.0
+        }
+    }
+
+    #[cfg(mcb_loom)]
+    impl Pinned {
+        /// Unpins while `f` runs (crossbeam's `Guard::repin_after`), for the models' collector
+        /// too.
+        pub fn repin_after<R>(&mut self, f: impl FnOnce() -> R) -> R {
+            model::unpin();
+            let result = self.0.repin_after(f);
+            model::pin();
+            result
+        }
+    }
+
+    #[cfg(mcb_loom)]
+    impl Drop for Pinned {
+        fn drop(&mut self) {
+            model::unpin();
+        }
+    }
+
+    #[cfg(mcb_loom)]
+    pub use model::mark_freed_when_unpinned;
+
+    /// The models' collector. crossbeam's collector frees nothing while a model's threads run
+    /// (a thread's bag holds 64 retired nodes before it is even offered for collection), so a
+    /// model could never see a node freed under a reader. This one marks a retired node freed
+    /// at the end of its grace period, the earliest moment any epoch collector may free it:
+    /// once every thread that was pinned when the node was retired has unpinned (threads that
+    /// pin later do not count: they can no longer reach an unlinked node). A reader that then
+    /// uses the node panics (`check_live` in the L2).
+    #[cfg(mcb_loom)]
+    mod model {
+        use crate::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+        use crate::sync::{thread_index, Mutex};
+
+        /// The freed flag of a retired node, and the threads (a bit per thread index) whose
+        /// pins it still waits for.
+        struct Retired(*const AtomicBool, u32);
+
+        // SAFETY: the flag lives in a retired node, which crossbeam frees only when its domain
+        // drops, after every guard (and so every mark below) is gone.
+        unsafe impl Send for Retired {}
+
+        fn mark(freed: *const AtomicBool) {
+            // SAFETY: see `Send`.
+            let flag = unsafe { &*freed };
+            // SeqCst: test instrumentation, read by `check_live` with SeqCst.
+            flag.store(true, Ordering::SeqCst);
+        }
+
+        const THREADS: usize = 16;
+
+        loom::lazy_static! {
+            /// Per thread index: how many guards the thread holds.
+            static ref PINS: Vec<AtomicUsize> = (0..THREADS).map(|_| AtomicUsize::new(0)).collect();
+            static ref RETIRED: Mutex<Vec<Retired>> = Mutex::new(Vec::new());
+        }
+
+        pub(super) fn pin() {
+            // SeqCst, then a SeqCst fence before the thread's loads: the Dekker handshake with
+            // `mark_freed_when_unpinned` (as crossbeam's own pin): either the retirer sees this
+            // pin, or this thread's loads see the unlink that preceded the retirement.
+            PINS[thread_index()].fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+        }
+
+        pub(super) fn unpin() {
+            let me = thread_index();
+            // SeqCst: as in `pin`.
+            if PINS[me].fetch_sub(1, Ordering::SeqCst) == 1 {
+                let mut retired = RETIRED.lock();
+                for node in retired.iter_mut() {
+                    node.1 &= !(1 << me);
+                }
+                retired.retain(|node| {
+                    if node.1 == 0 {
+                        mark(node.0);
+                    }
+                    node.1 != 0
+                });
+            }
+        }
+
+        /// Marks `freed` (the flag of a node just unlinked and retired) once every thread pinned
+        /// now has unpinned.
+        pub fn mark_freed_when_unpinned(freed: &AtomicBool) {
+            let mut retired = RETIRED.lock();
+            // SeqCst fence, then SeqCst loads: the retirer's side of the handshake in `pin`.
+            fence(Ordering::SeqCst);
+            let waits_for = (0..THREADS)
+                .filter(|&i| PINS[i].load(Ordering::SeqCst) > 0)
+                .fold(0u32, |set, i| set | 1 << i);
+            if waits_for == 0 {
+                mark(freed);
+            } else {
+                retired.push(Retired(freed, waits_for));
             }
         }
     }

@@ -50,6 +50,8 @@ pub enum Mutant {
     BackOutSkipsStop,
     /// `Connection::release` takes its reservation with a Relaxed CAS instead of AcqRel.
     ReleaseCasRelaxed,
+    /// `Clients::leave` counts out of the calling thread's stripe, not the lease's.
+    LeaveFromCallersStripe,
     /// `Cache::delete` does not bump the key's generation.
     DeleteSkipsBump,
     /// `Cache::purge` does not bump the generations.

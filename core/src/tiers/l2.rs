@@ -18,7 +18,7 @@ use super::error::Error;
 use super::namespace::Namespace;
 use super::s3fifo::{touch, Policy, Tracked};
 use crate::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
-use crate::sync::epoch::{self, Atomic, Domain, Guard, Owned, Shared};
+use crate::sync::epoch::{self, Atomic, Domain, Guard, Owned, Pinned, Shared};
 use crate::sync::{Arc, Mutex, PayloadArc};
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -583,7 +583,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         &self,
         shard: &Shard<T>,
         state: &mut Locked<T>,
-        guard: &mut Guard,
+        guard: &mut Pinned,
         need: usize,
         tries: u32,
     ) -> bool {
@@ -775,6 +775,10 @@ impl<T> Shard<T> {
                 node.freed.store(true, Ordering::SeqCst)
             });
         }
+        // The models' collector: each node counts as freed at the end of its grace period,
+        // the earliest an epoch collector may free the batch handed over here.
+        #[cfg(mcb_loom)]
+        for_each_retired(head, |node| epoch::mark_freed_when_unpinned(&node.freed));
         // Relaxed: a budget figure (see `retired_bytes`); the free that subtracts it runs
         // after this, ordered by the collector's own synchronisation.
         self.in_flight.fetch_add(bytes, Ordering::Relaxed);

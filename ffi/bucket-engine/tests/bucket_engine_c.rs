@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The number of tests in `bucket_conformance.c`'s table.
-const EXPECTED_TESTS: usize = 61;
+const EXPECTED_TESTS: usize = 67;
 
 /// The `libbucket_engine.so` cargo built for this test run, next to this test binary in
 /// `target/<profile>/deps` (the copy in `target/<profile>` is only refreshed by `cargo build`).

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The mutation run: plausible one-line bugs written into the real code (not through
+# core/src/sync/mutant.rs), one at a time, on a scratch copy of the repository; for each, the loom
+# models of its area (for the bucket, also CI's run of the real-code models at 4 preemptions)
+# and then, if they pass, the std tests of core and model-tests. A mutant is caught when any
+# fails. Prints a markdown table (the README's proofs section shows one).
+#
+#   model-tests/mutate.sh [NAME...]      all mutants, or only those named
+#
+# LOOM_MAX_PREEMPTIONS is passed through (unset: the models' default bound, as in CI).
+# MUTATE_DIR (default /tmp/mcb-mutate) holds the scratch copy and its build, kept between runs
+# so that each mutant rebuilds only what it changed. Long (minutes per mutant): not part of CI.
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+work="${MUTATE_DIR:-/tmp/mcb-mutate}"
+src="$work/src"
+mkdir -p "$src"
+# A fresh copy of the working tree; the scratch build (its target/) is kept.
+find "$src" -mindepth 1 -maxdepth 1 ! -name target -exec rm -rf {} +
+# Extracted with fresh times (-m): cargo must not take an older source for one it built.
+tar -C "$repo" --exclude=./target --exclude=./.git --exclude=./examples-c/build -cf - . |
+    tar -C "$src" -xmf -
+cd "$src"
+
+# name | file | loom test | the text replaced | its replacement | why it is a bug
+mutants=()
+add() { mutants+=("$1"$'\x1f'"$2"$'\x1f'"$3"$'\x1f'"$4"$'\x1f'"$5"$'\x1f'"$6"); }
+
+add enter-increment-relaxed core/src/bucket/clients.rs bucket \
+    $'Mutant::EnterCountsRelaxed,\n            Ordering::SeqCst,' \
+    $'Mutant::EnterCountsRelaxed,\n            Ordering::Relaxed,' \
+    "stripe increment SeqCst to Relaxed: breaks the Dekker handshake"
+add leave-decrement-release core/src/bucket/clients.rs bucket \
+    $'Mutant::LeaveUncountsRelease,\n            Ordering::SeqCst,' \
+    $'Mutant::LeaveUncountsRelease,\n            Ordering::Release,' \
+    "stripe decrement SeqCst to Release: a stopper can miss the last leaver"
+add leaver-stripes-unordered core/src/bucket/clients.rs bucket \
+    'state_seen.then(Ordering::SeqCst, |o| s.load(o)).0 == 0' \
+    '{ let _ = state_seen; s.load(Ordering::SeqCst) == 0 }' \
+    "stripe loads not tied to the state load: loom's SeqCst loads are only Acquire (std: equivalent)"
+add enter-state-load-acquire core/src/bucket/handle.rs bucket \
+    $'Mutant::EnterLoadsStateAcquire,\n            Ordering::SeqCst,' \
+    $'Mutant::EnterLoadsStateAcquire,\n            Ordering::Acquire,' \
+    "state load SeqCst to Acquire: the handshake from the reading side"
+add start-relaxed core/src/bucket/handle.rs bucket \
+    $'Mutant::StartStoresRelaxed,\n            Ordering::SeqCst,' \
+    $'Mutant::StartStoresRelaxed,\n            Ordering::Relaxed,' \
+    "NULL to RUNNING store Relaxed: RUNNING visible before the engine's initialisation"
+add back-out-no-recheck core/src/bucket/handle.rs bucket \
+    'Err(self.leave(stripe))' \
+    '{ let _ = self.clients.leave(stripe); Err(false) }' \
+    "a client backing out skips the last-leaver check: the bucket never shuts down"
+add disconnect-release-late core/src/bucket/connection.rs bucket \
+    $'        if let Some(bucket) = &self.bucket {\n            bucket.release();\n        }\n        // AcqRel: as in `release`.\n        let before = self.reserved.fetch_sub(CONNECTED, Ordering::AcqRel);\n' \
+    $'        // AcqRel: as in `release`.\n        let before = self.reserved.fetch_sub(CONNECTED, Ordering::AcqRel);\n        if let Some(bucket) = &self.bucket {\n            bucket.release();\n        }\n' \
+    "disconnect reads its bucket after giving up the CONNECTED bit: use after a concurrent free"
+add release-cas-relaxed core/src/bucket/connection.rs bucket \
+    $'Mutant::ReleaseCasRelaxed,\n                Ordering::AcqRel,' \
+    $'Mutant::ReleaseCasRelaxed,\n                Ordering::Relaxed,' \
+    "reservation CAS AcqRel to Relaxed: the freer may not see another user's accesses"
+add store-tag-after-write core/src/tiers/cache.rs tiers \
+    $'        let mut before = self.ns.generation(stripe);\n        let stored = l2.insert(ns, key, entry, pending.opts.tries, || {\n            strict.then(|| self.ns.bump(stripe))\n        });\n' \
+    $'        let stored = l2.insert(ns, key, entry, pending.opts.tries, || {\n            strict.then(|| self.ns.bump(stripe))\n        });\n        let mut before = self.ns.generation(stripe);\n' \
+    "load path tags its L1 copy after its L2 write: the copy can outlive a concurrent set"
+add delete-no-bump core/src/tiers/cache.rs tiers \
+    'if !mutant::active(Mutant::DeleteSkipsBump) {' 'if false {' \
+    "delete does not bump the generation: other threads' L1 copies survive it"
+add purge-no-bump core/src/tiers/cache.rs tiers \
+    'if !mutant::active(Mutant::PurgeSkipsBump) {' 'if false {' \
+    "purge does not bump the generations: other threads' L1 copies survive it"
+add l2-retire-before-unlink core/src/tiers/l2.rs tiers \
+    $'    link.store(next, Ordering::Release);\n    retire(guard, node);' \
+    $'    retire(guard, node);\n    link.store(next, Ordering::Release);' \
+    "node retired before it is unlinked: a reader can find it after its grace period began"
+add l2-read-unpinned core/src/tiers/l2.rs tiers \
+    $'        let guard = self.domain.pin();\n        let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {' \
+    $'        // SAFETY: none: the mutant reads without pinning.\n        let guard = unsafe { epoch::unprotected() };\n        let (_, found) = find(self.shard(hash).bucket(hash), guard, |n| {' \
+    "L2 read without pinning the epoch: use after free"
+
+# Replaces exactly one occurrence of $FROM by $TO in the file.
+patch_one() {
+    FROM="$2" TO="$3" perl -0777 -i -pe '
+        my $n = () = /\Q$ENV{FROM}\E/g;
+        die "the mutant text occurs $n times in $ARGV\n" unless $n == 1;
+        s/\Q$ENV{FROM}\E/$ENV{TO}/' "$1"
+}
+
+# The copy's own `cargo loom` alias (.cargo/config.toml), on one model file.
+loom() {
+    cargo loom --locked --test "$1" >"$2" 2>&1
+}
+
+# CI's deeper run of the bucket models of the real code (.ci/run).
+deep() {
+    MCB_LOOM_CPUS=2 LOOM_MAX_PREEMPTIONS=4 cargo loom --locked --test bucket -- --exact bucket_stops_exactly_once \
+        bucket_client_never_sees_stopped bucket_connection_freed_once_after_every_user \
+        bucket_create_publishes_initialised_engine >"$1" 2>&1
+}
+
+std_tests() {
+    cargo test --locked -p mcb-core -p mcb-model-tests >"$1" 2>&1
+}
+
+selected() {
+    [ $# -eq 1 ] && return 0
+    local name=$1 want
+    shift
+    for want in "$@"; do [ "$want" = "$name" ] && return 0; done
+    return 1
+}
+
+# Warm both builds on the unmodified copy, so that the times below are per mutant; the real
+# code must pass, or the run proves nothing.
+echo "building and checking the unmodified code..." >&2
+loom bucket "$work/base-loom-bucket.log" || { echo "loom models fail on the real code" >&2; exit 1; }
+loom tiers "$work/base-loom-tiers.log" || { echo "loom models fail on the real code" >&2; exit 1; }
+std_tests "$work/base-std.log" || { echo "std tests fail on the real code" >&2; exit 1; }
+
+echo "| mutant | where | why it is a bug | loom models | std tests | result | seconds |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+escaped=0
+for m in "${mutants[@]}"; do
+    IFS=$'\x1f' read -r -d '' name file test from to why < <(printf '%s\0' "$m") || true
+    selected "$name" "$@" || continue
+    cp "$file" "$work/saved"
+    if ! patch_one "$file" "$from" "$to"; then
+        echo "| $name | \`$file\` | $why | | | NOT APPLIED (the code changed: update the runner) | |"
+        continue
+    fi
+    start=$(date +%s)
+    loom_result=passed std_result="not run" result=caught
+    if ! loom "$test" "$work/$name-loom.log"; then
+        loom_result="failed ($test)"
+    elif [ "$test" = bucket ] && ! deep "$work/$name-deep.log"; then
+        loom_result="failed (bucket at 4 preemptions, as in CI)"
+    elif ! std_tests "$work/$name-std.log"; then
+        std_result=failed
+    else
+        std_result=passed result=ESCAPED escaped=$((escaped + 1))
+    fi
+    cp "$work/saved" "$file"
+    echo "| $name | \`$file\` | $why | $loom_result | $std_result | $result | $(($(date +%s) - start)) |"
+done
+echo "escaped: $escaped (logs in $work)" >&2
