@@ -1,0 +1,575 @@
+//! memcached 1.6's meta commands (`mg`, `ms`, `md`, `ma`, `mn`, `me`) over engine interface
+//! v1, and the get-and-touch call that `mg … T`, `gat` and `gats` share.
+//!
+//! A meta line is `<verb> <key> [<datalen>] <flag>*`; each flag is one letter, some with a
+//! token (`T30`, `Oabc`). The answer's flags follow the request's order. Everything a v1
+//! engine can do in one call is served: `get` (mg), binary GAT through `unknown_command` (mg
+//! with `T`), `store` with a CAS and a mode (ms), `remove` with a CAS (md), `arithmetic` with
+//! create, initial value and TTL (ma). What v1 cannot answer in one call (hit-before and
+//! last-access times, stale items and the recache token: `h`, `l`, `N` and `R` on mg, `I` on
+//! ms and md, a CAS compare or TTL update on ma) gets [`UNSUPPORTED`], never a guess. `P` and
+//! `L` (proxy hints) are ignored, as memcached ignores them; `u` (no LRU bump) is accepted,
+//! since it changes no answer.
+//!
+//! The text of the protocol's error lines follows memcached 1.6.18's answers to the same
+//! input (`tests/meta.rs` compares the two byte for byte).
+
+use crate::api::server_core::{current_time, to_rel_time, REALTIME_MAXDELTA};
+use crate::codec::KEY_MAX;
+use crate::counters::Stat;
+use crate::engine::{Arith, Value};
+use crate::io::{Output, COPY_MAX};
+use crate::session::{ok, Aligned, Flow, Peer};
+use crate::text::{error_line, number, reply, BAD_FORMAT};
+use mcb_abi::abi::*;
+use std::borrow::Cow;
+use std::io::Write;
+
+/// The answer to a flag engine interface v1 cannot honour.
+pub const UNSUPPORTED: &str = "CLIENT_ERROR flag not supported by this engine";
+const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
+const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
+/// Longest opaque (`O`) token.
+const OPAQUE_MAX: usize = 32;
+
+/// What one meta command accepts and how memcached words its complaints.
+#[derive(Debug)]
+pub struct Verb {
+    /// Flags the command takes.
+    allowed: &'static [u8],
+    /// Flags the command takes that a v1 engine cannot honour.
+    unsupported: &'static [u8],
+    invalid: &'static str,
+    duplicate: &'static str,
+    /// A flag's token that is not a number.
+    bad_number: fn(u8) -> &'static str,
+}
+
+pub const MG: Verb = Verb {
+    allowed: b"bcfhklOqstuvNRTPL",
+    unsupported: b"hlNR",
+    invalid: "CLIENT_ERROR invalid flag",
+    duplicate: "CLIENT_ERROR duplicate flag",
+    bad_number: |_| BAD_TOKEN,
+};
+
+pub const MS: Verb = Verb {
+    allowed: b"bcCFIkOqTMPL",
+    unsupported: b"I",
+    invalid: "CLIENT_ERROR invalid flag",
+    duplicate: "CLIENT_ERROR duplicate flag",
+    bad_number: |flag| if flag == b'F' { BAD_FORMAT } else { BAD_TOKEN },
+};
+
+pub const MD: Verb = Verb {
+    allowed: b"bCIkOqTPL",
+    unsupported: b"I",
+    invalid: "CLIENT_ERROR invalid or duplicate flag",
+    duplicate: "CLIENT_ERROR invalid or duplicate flag",
+    bad_number: |_| BAD_TOKEN,
+};
+
+pub const MA: Verb = Verb {
+    allowed: b"bCNJDTMqtcvkOPL",
+    unsupported: b"CTt",
+    invalid: "CLIENT_ERROR invalid or duplicate flag",
+    duplicate: "CLIENT_ERROR invalid or duplicate flag",
+    bad_number: |_| "CLIENT_ERROR invalid or duplicate flag",
+};
+
+/// A checked meta request: its key (decoded from base64 with `b`) and its flags.
+#[derive(Debug)]
+pub struct Request<'a> {
+    pub key: Cow<'a, [u8]>,
+    /// The key as sent (what `k` echoes).
+    sent_key: &'a [u8],
+    base64: bool,
+    flags: &'a [&'a [u8]],
+    bad_number: fn(u8) -> &'static str,
+}
+
+/// Checks a meta request's key and flags against `verb`.
+pub fn parse<'a>(
+    verb: &Verb,
+    key: &'a [u8],
+    flags: &'a [&'a [u8]],
+) -> Result<Request<'a>, &'static str> {
+    let mut seen = [false; 128];
+    for flag in flags {
+        let f = flag[0];
+        if !verb.allowed.contains(&f) {
+            return Err(verb.invalid);
+        }
+        if std::mem::replace(&mut seen[usize::from(f)], true) {
+            return Err(verb.duplicate);
+        }
+        if f == b'O' && flag.len() - 1 > OPAQUE_MAX {
+            return Err("CLIENT_ERROR opaque token too long");
+        }
+    }
+    if key.len() > KEY_MAX {
+        return Err(BAD_FORMAT);
+    }
+    let base64 = seen[usize::from(b'b')];
+    let decoded = if base64 {
+        Cow::Owned(decode_base64(key).ok_or("CLIENT_ERROR error decoding key")?)
+    } else {
+        Cow::Borrowed(key)
+    };
+    // Checked after the syntax, so a bad line gets memcached's own complaint.
+    if flags.iter().any(|f| verb.unsupported.contains(&f[0])) {
+        return Err(UNSUPPORTED);
+    }
+    Ok(Request {
+        key: decoded,
+        sent_key: key,
+        base64,
+        flags,
+        bad_number: verb.bad_number,
+    })
+}
+
+impl Request<'_> {
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags.iter().any(|f| f[0] == flag)
+    }
+
+    /// The token after `flag`, when the request has it.
+    fn token(&self, flag: u8) -> Option<&[u8]> {
+        self.flags.iter().find(|f| f[0] == flag).map(|f| &f[1..])
+    }
+
+    /// `flag`'s numeric token: `Ok(None)` without the flag, memcached's complaint when it is
+    /// not a number.
+    pub fn number<T: std::str::FromStr>(&self, flag: u8) -> Result<Option<T>, &'static str> {
+        match self.token(flag) {
+            None => Ok(None),
+            Some(t) => number(t).map(Some).ok_or((self.bad_number)(flag)),
+        }
+    }
+
+    pub fn quiet(&self) -> bool {
+        self.has(b'q')
+    }
+
+    /// Appends the answer's flags, in the request's order: `k` and `O` always, the others
+    /// when `known` has their value.
+    fn echo(&self, out: &mut Vec<u8>, known: &Known) {
+        for flag in self.flags {
+            let _ = match flag[0] {
+                b'k' => {
+                    out.extend_from_slice(b" k");
+                    out.extend_from_slice(self.sent_key);
+                    if self.base64 {
+                        out.extend_from_slice(b" b");
+                    }
+                    Ok(())
+                }
+                b'O' => {
+                    out.extend_from_slice(b" ");
+                    out.extend_from_slice(flag);
+                    Ok(())
+                }
+                b'c' => known.cas.map_or(Ok(()), |v| write!(out, " c{v}")),
+                b'f' => known.flags.map_or(Ok(()), |v| write!(out, " f{v}")),
+                b's' => known.size.map_or(Ok(()), |v| write!(out, " s{v}")),
+                b't' => known.ttl.map_or(Ok(()), |v| write!(out, " t{v}")),
+                _ => Ok(()),
+            };
+        }
+    }
+
+    /// A whole answer line: `code`, the echoed flags, `\r\n`.
+    pub fn answer(&self, out: &mut Vec<u8>, code: &str, known: &Known) {
+        out.extend_from_slice(code.as_bytes());
+        self.echo(out, known);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// What an answer can report of its item.
+#[derive(Debug, Default)]
+pub struct Known {
+    pub cas: Option<u64>,
+    pub flags: Option<u32>,
+    pub size: Option<usize>,
+    pub ttl: Option<i64>,
+}
+
+/// The remaining TTL of an item expiring at server time `exptime`, as `t` reports it.
+fn ttl_of(exptime: rel_time_t) -> i64 {
+    if exptime == 0 {
+        -1
+    } else {
+        i64::from(exptime) - i64::from(current_time())
+    }
+}
+
+/// A client's expiration time as the 32-bit field of a binary TOUCH or GAT: a negative
+/// time (already past) becomes a Unix time before the server started.
+pub fn wire_exptime(exptime: libc::time_t) -> u32 {
+    if exptime < 0 {
+        (REALTIME_MAXDELTA + 1) as u32
+    } else {
+        u32::try_from(exptime).unwrap_or(u32::MAX)
+    }
+}
+
+/// A binary TOUCH or GAT request for `key`, built in `scratch` (aligned for the engine).
+pub fn touch_packet(scratch: &mut Aligned, opcode: u8, key: &[u8], exptime: u32) -> *mut u64 {
+    let keylen = (key.len() as u16).to_be_bytes();
+    let bodylen = (4 + key.len() as u32).to_be_bytes();
+    #[rustfmt::skip]
+    let header = [
+        PROTOCOL_BINARY_REQ, opcode, keylen[0], keylen[1],
+        4, PROTOCOL_BINARY_RAW_BYTES, 0, 0,
+        bodylen[0], bodylen[1], bodylen[2], bodylen[3],
+        0, 0, 0, 0, // opaque
+        0, 0, 0, 0, 0, 0, 0, 0, // cas
+    ];
+    scratch.fill(&[&header, &exptime.to_be_bytes(), key])
+}
+
+/// An item that a get-and-touch returned (its value copied out of the engine's answer).
+#[derive(Debug)]
+pub struct Touched {
+    /// The client's flags.
+    pub flags: u32,
+    pub cas: u64,
+    pub value: Vec<u8>,
+}
+
+/// Get-and-touch as one engine call (binary GAT through `unknown_command`): `Ok(None)` on a
+/// miss, `ENGINE_ENOTSUP` when the engine does not know GAT.
+pub fn get_and_touch(
+    peer: &Peer,
+    scratch: &mut Aligned,
+    key: &[u8],
+    exptime: u32,
+) -> Result<Option<Touched>, ENGINE_ERROR_CODE> {
+    let packet = touch_packet(scratch, PROTOCOL_BINARY_CMD_GAT, key, exptime);
+    peer.open_sink(false, PROTOCOL_BINARY_CMD_GAT, 0);
+    let engine = peer.engine();
+    // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.
+    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(&peer.cookie, packet) }));
+    let mut answer = Vec::new();
+    let status = peer.take_sink(&mut answer);
+    match (rc, status) {
+        (Err(ENGINE_EWOULDBLOCK | ENGINE_DISCONNECT), _) => Err(rc.unwrap_err()),
+        (_, Some(PROTOCOL_BINARY_RESPONSE_SUCCESS)) => {
+            parse_gat(&answer).map(Some).ok_or(ENGINE_FAILED)
+        }
+        (_, Some(PROTOCOL_BINARY_RESPONSE_KEY_ENOENT)) | (Err(ENGINE_KEY_ENOENT), None) => Ok(None),
+        (
+            _,
+            Some(PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND | PROTOCOL_BINARY_RESPONSE_NOT_SUPPORTED),
+        )
+        | (Ok(()), None) => Err(ENGINE_ENOTSUP),
+        (Err(rc), None) => Err(rc),
+        (_, Some(_)) => Err(ENGINE_FAILED),
+    }
+}
+
+/// A binary GAT response (header, 4 bytes of flags, no key, the value).
+fn parse_gat(packet: &[u8]) -> Option<Touched> {
+    let header = packet.get(..24)?;
+    let extlen = usize::from(header[4]);
+    let keylen = usize::from(u16::from_be_bytes([header[2], header[3]]));
+    let bodylen = u32::from_be_bytes(header[8..12].try_into().ok()?) as usize;
+    let body = packet.get(24..24 + bodylen)?;
+    let flags = match body.get(..extlen)? {
+        [a, b, c, d] => u32::from_be_bytes([*a, *b, *c, *d]),
+        _ => 0,
+    };
+    Some(Touched {
+        flags,
+        cas: u64::from_be_bytes(header[16..24].try_into().ok()?),
+        value: body.get(extlen + keylen..)?.to_vec(),
+    })
+}
+
+/// `mg <key> <flag>*`: a get (a get-and-touch with `T`).
+pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) -> Flow {
+    let touch = match r.number::<libc::time_t>(b'T') {
+        Ok(t) => t,
+        Err(e) => return say_error(out.tail(), e),
+    };
+    peer.count(Stat::CmdGet);
+    let found = match touch {
+        Some(t) => get_and_touch(peer, scratch, &r.key, wire_exptime(t)).map(|hit| {
+            hit.map(|hit| {
+                let rel = to_rel_time(t);
+                let known = Known {
+                    cas: Some(hit.cas),
+                    flags: Some(hit.flags),
+                    size: Some(hit.value.len()),
+                    ttl: Some(ttl_of(rel)),
+                };
+                (known, Held::Copied(hit.value))
+            })
+        }),
+        None => match peer.retry(|| peer.engine().get(&peer.cookie, &r.key, 0)) {
+            Ok(item) => match Value::of(item) {
+                Some(value) => {
+                    let info = value.info();
+                    let known = Known {
+                        cas: Some(info.cas()),
+                        flags: Some(u32::from_be(info.flags())),
+                        size: Some(info.nbytes()),
+                        ttl: Some(ttl_of(info.exptime())),
+                    };
+                    Ok(Some((known, Held::Item(value))))
+                }
+                None => return say_error(out.tail(), "SERVER_ERROR failed to get item details"),
+            },
+            Err(ENGINE_KEY_ENOENT) => Ok(None),
+            Err(rc) => Err(rc),
+        },
+    };
+    match found {
+        Ok(Some((known, held))) => {
+            peer.count(Stat::GetHits);
+            if !r.has(b'v') {
+                r.answer(out.tail(), "HD", &known);
+                return Flow::Continue;
+            }
+            let tail = out.tail();
+            let _ = write!(tail, "VA {}", known.size.unwrap_or(0));
+            r.echo(tail, &known);
+            tail.extend_from_slice(b"\r\n");
+            match held {
+                Held::Copied(v) => tail.extend_from_slice(&v),
+                Held::Item(value) if value.len() <= COPY_MAX => value
+                    .value()
+                    .for_each(|piece| tail.extend_from_slice(piece)),
+                Held::Item(value) => out.push_value(value),
+            }
+            out.tail().extend_from_slice(b"\r\n");
+            Flow::Continue
+        }
+        Ok(None) => {
+            peer.count(Stat::GetMisses);
+            if !r.quiet() {
+                r.answer(out.tail(), "EN", &Known::default());
+            }
+            Flow::Continue
+        }
+        Err(rc) => engine_error(out.tail(), rc),
+    }
+}
+
+/// A hit's value: held in the engine's item, or copied from a GAT answer.
+enum Held {
+    Item(Value<'static>),
+    Copied(Vec<u8>),
+}
+
+/// `md <key> <flag>*`: a delete, with a CAS to compare when `C` is given.
+pub fn delete(peer: &Peer, out: &mut Vec<u8>, r: &Request) -> Flow {
+    let (mut cas, _ttl) = match (r.number::<u64>(b'C'), r.number::<libc::time_t>(b'T')) {
+        (Ok(cas), Ok(ttl)) => (cas.unwrap_or(0), ttl),
+        (Err(e), _) | (_, Err(e)) => return say_error(out, e),
+    };
+    let engine = peer.engine();
+    let code = match peer.retry(|| ok(engine.remove(&peer.cookie, &r.key, &mut cas, 0))) {
+        Ok(()) if r.quiet() => return Flow::Continue,
+        Ok(()) => "HD",
+        Err(ENGINE_KEY_ENOENT) => "NF",
+        Err(ENGINE_KEY_EEXISTS) => "EX",
+        Err(rc) => return engine_error(out, rc),
+    };
+    r.answer(out, code, &Known::default());
+    Flow::Continue
+}
+
+/// `ma <key> <flag>*`: incr or decr, creating the item on a miss with `N`.
+pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, r: &Request) -> Flow {
+    let incr = match r.token(b'M') {
+        None | Some(b"I" | b"+") => true,
+        Some(b"D" | b"-") => false,
+        Some(_) => return say_error(out, "CLIENT_ERROR invalid mode for ma M token"),
+    };
+    let parsed = (
+        r.number::<libc::time_t>(b'N'),
+        r.number::<u64>(b'J'),
+        r.number::<u64>(b'D'),
+    );
+    let (create, initial, delta) = match parsed {
+        (Ok(n), Ok(j), Ok(d)) => (n, j.unwrap_or(0), d.unwrap_or(1)),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return say_error(out, e),
+    };
+    let a = Arith {
+        incr,
+        create: create.is_some(),
+        delta,
+        initial,
+        exptime: create.map_or(0, to_rel_time),
+    };
+    let engine = peer.engine();
+    let (mut cas, mut result) = (0, 0);
+    let rc =
+        peer.retry(|| ok(engine.arithmetic(&peer.cookie, &r.key, &a, &mut cas, &mut result, 0)));
+    let code = match rc {
+        Ok(()) if r.quiet() => return Flow::Continue,
+        Ok(()) => {
+            let known = Known {
+                cas: Some(cas),
+                ..Known::default()
+            };
+            if r.has(b'v') {
+                let number = result.to_string();
+                let _ = write!(out, "VA {}", number.len());
+                r.echo(out, &known);
+                out.extend_from_slice(b"\r\n");
+                reply(out, &number);
+            } else {
+                r.answer(out, "HD", &known);
+            }
+            return Flow::Continue;
+        }
+        Err(ENGINE_KEY_ENOENT) => "NF",
+        Err(ENGINE_NOT_STORED) => "NS",
+        Err(ENGINE_KEY_EEXISTS) => "EX",
+        Err(ENGINE_EINVAL) => return say_error(out, NON_NUMERIC),
+        Err(rc) => return engine_error(out, rc),
+    };
+    r.answer(out, code, &Known::default());
+    Flow::Continue
+}
+
+/// `me <key>`: what v1 tells of an item (its expiry and CAS; not the access times or slab
+/// class memcached's answer also has).
+pub fn debug(peer: &Peer, out: &mut Vec<u8>, key: &[u8]) -> Flow {
+    match peer.retry(|| peer.engine().get(&peer.cookie, key, 0)) {
+        Ok(item) => match item.info() {
+            Some(info) => {
+                out.extend_from_slice(b"ME ");
+                out.extend_from_slice(key);
+                let _ = write!(
+                    out,
+                    " exp={} cas={}\r\n",
+                    ttl_of(info.exptime()),
+                    info.cas()
+                );
+                Flow::Continue
+            }
+            None => say_error(out, "SERVER_ERROR failed to get item details"),
+        },
+        Err(ENGINE_KEY_ENOENT) => say_error(out, "EN"),
+        Err(rc) => engine_error(out, rc),
+    }
+}
+
+/// The parsed `ms <key> <datalen> <flag>*` line.
+#[derive(Debug)]
+pub struct SetLine {
+    pub flags: u32,
+    pub exptime: libc::time_t,
+    /// The CAS to compare (`C`), 0 for none.
+    pub cas: u64,
+    pub op: ENGINE_STORE_OPERATION,
+}
+
+/// Reads an `ms` request's flags.
+pub fn set_line(r: &Request) -> Result<SetLine, &'static str> {
+    let mut op = match r.token(b'M') {
+        None | Some(b"S") => OPERATION_SET,
+        Some(b"E") => OPERATION_ADD,
+        Some(b"A") => OPERATION_APPEND,
+        Some(b"P") => OPERATION_PREPEND,
+        Some(b"R") => OPERATION_REPLACE,
+        Some(_) => return Err("CLIENT_ERROR invalid mode for ms M token"),
+    };
+    let cas = r.number::<u64>(b'C')?.unwrap_or(0);
+    if cas != 0 && op == OPERATION_SET {
+        op = OPERATION_CAS;
+    }
+    Ok(SetLine {
+        flags: r.number::<u32>(b'F')?.unwrap_or(0),
+        exptime: r.number::<libc::time_t>(b'T')?.unwrap_or(0),
+        cas,
+        op,
+    })
+}
+
+/// The answer to a finished `ms`: `rc` is the store's status, `cas` the stored item's CAS.
+pub fn set_answer(out: &mut Vec<u8>, r: &Request, rc: ENGINE_ERROR_CODE, cas: u64) -> Flow {
+    let code = match rc {
+        ENGINE_SUCCESS if r.quiet() => return Flow::Continue,
+        ENGINE_SUCCESS => "HD",
+        ENGINE_KEY_EEXISTS => "EX",
+        ENGINE_KEY_ENOENT => "NF",
+        ENGINE_NOT_STORED => "NS",
+        ENGINE_ENOMEM => return say_error(out, "SERVER_ERROR out of memory storing object"),
+        rc => return engine_error(out, rc),
+    };
+    let known = Known {
+        cas: Some(if rc == ENGINE_SUCCESS { cas } else { 0 }),
+        ..Known::default()
+    };
+    r.answer(out, code, &known);
+    Flow::Continue
+}
+
+fn say_error(out: &mut Vec<u8>, line: &str) -> Flow {
+    reply(out, line);
+    Flow::Continue
+}
+
+fn engine_error(out: &mut Vec<u8>, rc: ENGINE_ERROR_CODE) -> Flow {
+    match rc {
+        ENGINE_DISCONNECT => Flow::Close,
+        // The caller sees the parked mark and runs the command again.
+        ENGINE_EWOULDBLOCK => Flow::Continue,
+        ENGINE_ENOTSUP => say_error(out, UNSUPPORTED),
+        rc => say_error(out, error_line(rc)),
+    }
+}
+
+/// Standard base64 (with padding), as memcached's `b` flag reads keys.
+fn decode_base64(text: &[u8]) -> Option<Vec<u8>> {
+    fn sextet(c: u8) -> Option<u32> {
+        Some(u32::from(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        }))
+    }
+    if text.is_empty() || text.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let last = text.len() / 4 - 1;
+    for (i, quad) in text.chunks(4).enumerate() {
+        let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 || (pad > 0 && i != last) {
+            return None;
+        }
+        let mut bits = 0;
+        for &c in &quad[..4 - pad] {
+            bits = bits << 6 | sextet(c)?;
+        }
+        bits <<= 6 * pad as u32;
+        out.extend_from_slice(&bits.to_be_bytes()[1..4 - pad]);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_base64;
+
+    #[test]
+    fn base64_keys() {
+        assert_eq!(decode_base64(b"Zm9v").as_deref(), Some(&b"foo"[..]));
+        assert_eq!(decode_base64(b"Zm9vYg==").as_deref(), Some(&b"foob"[..]));
+        assert_eq!(decode_base64(b"Zm9vYmE=").as_deref(), Some(&b"fooba"[..]));
+        assert_eq!(decode_base64(b"AP8="), Some(vec![0, 255]));
+        for bad in [&b"foo"[..], b"", b"Zm9!", b"Z===", b"Zg==Zm9v"] {
+            assert_eq!(decode_base64(bad), None, "{bad:?}");
+        }
+    }
+}
