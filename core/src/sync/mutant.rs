@@ -33,6 +33,8 @@ pub enum Mutant {
     LoaderSkipsRecheck,
     /// A promotion into L1 reads the invalidation generation after reading L2, not before.
     L1TagsAfterL2Read,
+    /// The recache token is checked, then taken, in two steps instead of one read-modify-write.
+    TokenCheckThenTake,
 }
 
 #[cfg(mcb_loom)]

@@ -150,7 +150,7 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
                         Flow::Continue
                     }
                     Ok(r) if verb == b"mg" => meta::get(peer, &mut s.out, &mut s.scratch, &r),
-                    Ok(r) if verb == b"md" => meta::delete(peer, s.out.tail(), &r),
+                    Ok(r) if verb == b"md" => meta::delete(peer, s.out.tail(), &mut s.scratch, &r),
                     Ok(r) => meta::arithmetic(peer, s.out.tail(), &r),
                 }
             }
@@ -570,9 +570,18 @@ fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
     let peer = &s.peer;
     let engine = peer.engine();
     let cas_in = fill.line.cas;
-    engine.item_set_cas(&fill.item, cas_in);
     let mut cas = cas_in;
-    let rc = peer.retry(|| ok(engine.store(&fill.item, &mut cas, fill.op, 0)));
+    let invalid = match &fill.line.meta {
+        Some(line) => store_invalid(peer, &mut s.scratch, &fill.item, line),
+        None => None,
+    };
+    let rc = match invalid {
+        Some(stored) => stored.map(|new| cas = new),
+        None => {
+            engine.item_set_cas(&fill.item, cas_in);
+            peer.retry(|| ok(engine.store(&fill.item, &mut cas, fill.op, 0)))
+        }
+    };
     let rc = rc.err().unwrap_or(ENGINE_SUCCESS);
     if rc == ENGINE_EWOULDBLOCK {
         peer.take_parked();
@@ -601,6 +610,24 @@ fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
     };
     say(s.out.tail(), fill.line.quiet, text);
     Step::Done
+}
+
+/// An `ms … I` (`line`): stores the filled item's value through our engines' private opcode;
+/// `None` for any other `ms`.
+fn store_invalid(
+    peer: &Peer,
+    scratch: &mut Aligned,
+    item: &Item<'static>,
+    line: &[u8],
+) -> Option<Result<u64, ENGINE_ERROR_CODE>> {
+    let (tokens, n) = tokenize(line);
+    let r = meta::parse(&meta::MS, tokens[1], &tokens[3..n]).ok()?;
+    if !r.has(b'I') {
+        return None;
+    }
+    let set = meta::set_line(&r).ok()?;
+    let value: Vec<u8> = item.info()?.value().flatten().copied().collect();
+    Some(meta::store_invalid(peer, scratch, &r.key, &set, &value))
 }
 
 fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {

@@ -22,6 +22,7 @@ use crate::io::{Output, COPY_MAX};
 use crate::session::{ok, Aligned, Flow, Peer};
 use crate::text::{error_line, number, reply, BAD_FORMAT};
 use mcb_abi::abi::*;
+use mcb_abi::meta_ext::*;
 use std::borrow::Cow;
 use std::io::Write;
 
@@ -47,7 +48,7 @@ pub struct Verb {
 
 pub const MG: Verb = Verb {
     allowed: b"bcfhklOqstuvNRTPL",
-    unsupported: b"hlNR",
+    unsupported: b"hl",
     invalid: "CLIENT_ERROR invalid flag",
     duplicate: "CLIENT_ERROR duplicate flag",
     bad_number: |_| BAD_TOKEN,
@@ -55,7 +56,7 @@ pub const MG: Verb = Verb {
 
 pub const MS: Verb = Verb {
     allowed: b"bcCFIkOqTMPL",
-    unsupported: b"I",
+    unsupported: b"",
     invalid: "CLIENT_ERROR invalid flag",
     duplicate: "CLIENT_ERROR duplicate flag",
     bad_number: |flag| if flag == b'F' { BAD_FORMAT } else { BAD_TOKEN },
@@ -63,7 +64,7 @@ pub const MS: Verb = Verb {
 
 pub const MD: Verb = Verb {
     allowed: b"bCIkOqTPL",
-    unsupported: b"I",
+    unsupported: b"",
     invalid: "CLIENT_ERROR invalid or duplicate flag",
     duplicate: "CLIENT_ERROR invalid or duplicate flag",
     bad_number: |_| BAD_TOKEN,
@@ -177,6 +178,12 @@ impl Request<'_> {
                 _ => Ok(()),
             };
         }
+        // memcached's order: Z, X, W.
+        for (bit, text) in [(STATE_LOST, " Z"), (STATE_STALE, " X"), (STATE_WON, " W")] {
+            if known.state & bit != 0 {
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
     }
 
     /// A whole answer line: `code`, the echoed flags, `\r\n`.
@@ -194,6 +201,8 @@ pub struct Known {
     pub flags: Option<u32>,
     pub size: Option<usize>,
     pub ttl: Option<i64>,
+    /// Stale and recache-token answers (`mcb_abi::meta_ext`'s `STATE_*` bits).
+    pub state: u8,
 }
 
 /// The remaining TTL of an item expiring at server time `exptime`, as `t` reports it.
@@ -239,6 +248,83 @@ pub struct Touched {
     pub value: Vec<u8>,
 }
 
+/// An engine's answer to a packet we built.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    cas: u64,
+    ext: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// Sends the engine a binary packet of `opcode` through `unknown_command` and reads its answer
+/// (`ENGINE_ENOTSUP` when the engine does not know the opcode).
+fn call(
+    peer: &Peer,
+    scratch: &mut Aligned,
+    opcode: u8,
+    extras: &[u8],
+    key: &[u8],
+    value: &[u8],
+) -> Result<Answer, ENGINE_ERROR_CODE> {
+    let keylen = (key.len() as u16).to_be_bytes();
+    let bodylen = ((extras.len() + key.len() + value.len()) as u32).to_be_bytes();
+    #[rustfmt::skip]
+    let header = [
+        PROTOCOL_BINARY_REQ, opcode, keylen[0], keylen[1],
+        extras.len() as u8, PROTOCOL_BINARY_RAW_BYTES, 0, 0,
+        bodylen[0], bodylen[1], bodylen[2], bodylen[3],
+        0, 0, 0, 0, // opaque
+        0, 0, 0, 0, 0, 0, 0, 0, // cas
+    ];
+    let packet = scratch.fill(&[&header, extras, key, value]);
+    peer.open_sink(false, opcode, 0);
+    let engine = peer.engine();
+    // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.
+    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(&peer.cookie, packet) }));
+    let mut answer = Vec::new();
+    let status = peer.take_sink(&mut answer);
+    match (rc, status) {
+        (Err(ENGINE_EWOULDBLOCK | ENGINE_DISCONNECT), _) => Err(rc.unwrap_err()),
+        (
+            _,
+            Some(PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND | PROTOCOL_BINARY_RESPONSE_NOT_SUPPORTED),
+        )
+        | (Ok(()), None) => Err(ENGINE_ENOTSUP),
+        (_, Some(status)) => parse_answer(status, &answer).ok_or(ENGINE_FAILED),
+        (Err(ENGINE_KEY_ENOENT), None) => Ok(Answer {
+            status: PROTOCOL_BINARY_RESPONSE_KEY_ENOENT,
+            cas: 0,
+            ext: Vec::new(),
+            value: Vec::new(),
+        }),
+        (Err(rc), None) => Err(rc),
+    }
+}
+
+/// A binary response packet's parts (it echoes no key).
+fn parse_answer(status: u16, packet: &[u8]) -> Option<Answer> {
+    let header = packet.get(..24)?;
+    let extlen = usize::from(header[4]);
+    let keylen = usize::from(u16::from_be_bytes([header[2], header[3]]));
+    let bodylen = u32::from_be_bytes(header[8..12].try_into().ok()?) as usize;
+    let body = packet.get(24..24 + bodylen)?;
+    Some(Answer {
+        status,
+        cas: u64::from_be_bytes(header[16..24].try_into().ok()?),
+        ext: body.get(..extlen)?.to_vec(),
+        value: body.get(extlen + keylen..)?.to_vec(),
+    })
+}
+
+/// The client's flags in an answer's first 4 extras bytes (stored, and sent, in network order).
+fn flags_of(ext: &[u8]) -> u32 {
+    match ext.get(..4) {
+        Some(&[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]),
+        _ => 0,
+    }
+}
+
 /// Get-and-touch as one engine call (binary GAT through `unknown_command`): `Ok(None)` on a
 /// miss, `ENGINE_ENOTSUP` when the engine does not know GAT.
 pub fn get_and_touch(
@@ -247,45 +333,80 @@ pub fn get_and_touch(
     key: &[u8],
     exptime: u32,
 ) -> Result<Option<Touched>, ENGINE_ERROR_CODE> {
-    let packet = touch_packet(scratch, PROTOCOL_BINARY_CMD_GAT, key, exptime);
-    peer.open_sink(false, PROTOCOL_BINARY_CMD_GAT, 0);
-    let engine = peer.engine();
-    // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.
-    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(&peer.cookie, packet) }));
-    let mut answer = Vec::new();
-    let status = peer.take_sink(&mut answer);
-    match (rc, status) {
-        (Err(ENGINE_EWOULDBLOCK | ENGINE_DISCONNECT), _) => Err(rc.unwrap_err()),
-        (_, Some(PROTOCOL_BINARY_RESPONSE_SUCCESS)) => {
-            parse_gat(&answer).map(Some).ok_or(ENGINE_FAILED)
-        }
-        (_, Some(PROTOCOL_BINARY_RESPONSE_KEY_ENOENT)) | (Err(ENGINE_KEY_ENOENT), None) => Ok(None),
-        (
-            _,
-            Some(PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND | PROTOCOL_BINARY_RESPONSE_NOT_SUPPORTED),
-        )
-        | (Ok(()), None) => Err(ENGINE_ENOTSUP),
-        (Err(rc), None) => Err(rc),
-        (_, Some(_)) => Err(ENGINE_FAILED),
+    let a = call(
+        peer,
+        scratch,
+        PROTOCOL_BINARY_CMD_GAT,
+        &exptime.to_be_bytes(),
+        key,
+        &[],
+    )?;
+    match a.status {
+        PROTOCOL_BINARY_RESPONSE_SUCCESS => Ok(Some(Touched {
+            flags: flags_of(&a.ext),
+            cas: a.cas,
+            value: a.value,
+        })),
+        PROTOCOL_BINARY_RESPONSE_KEY_ENOENT => Ok(None),
+        _ => Err(ENGINE_FAILED),
     }
 }
 
-/// A binary GAT response (header, 4 bytes of flags, no key, the value).
-fn parse_gat(packet: &[u8]) -> Option<Touched> {
-    let header = packet.get(..24)?;
-    let extlen = usize::from(header[4]);
-    let keylen = usize::from(u16::from_be_bytes([header[2], header[3]]));
-    let bodylen = u32::from_be_bytes(header[8..12].try_into().ok()?) as usize;
-    let body = packet.get(24..24 + bodylen)?;
-    let flags = match body.get(..extlen)? {
-        [a, b, c, d] => u32::from_be_bytes([*a, *b, *c, *d]),
-        _ => 0,
-    };
-    Some(Touched {
-        flags,
-        cas: u64::from_be_bytes(header[16..24].try_into().ok()?),
-        value: body.get(extlen + keylen..)?.to_vec(),
-    })
+/// An answer to one of our private opcodes, from an engine that knows them (see
+/// [`ANSWER_MAGIC`]): any other is `ENGINE_ENOTSUP`.
+fn ours(answer: Result<Answer, ENGINE_ERROR_CODE>) -> Result<Answer, ENGINE_ERROR_CODE> {
+    match answer {
+        Ok(a) if !a.ext.starts_with(&ANSWER_MAGIC) => Err(ENGINE_ENOTSUP),
+        other => other,
+    }
+}
+
+/// `mg` through our engines' private opcode ([`mcb_abi::meta_ext`]): stale items and the
+/// recache token. `ENGINE_ENOTSUP` from an engine without it.
+fn fetch_ext(
+    peer: &Peer,
+    scratch: &mut Aligned,
+    r: &Request,
+    touch: Option<libc::time_t>,
+) -> Result<Option<(Known, Held)>, Result<ENGINE_ERROR_CODE, &'static str>> {
+    let vivify = r.number::<libc::time_t>(b'N').map_err(Err)?;
+    let recache = r.number::<u32>(b'R').map_err(Err)?;
+    let mut x = [0u8; 16];
+    for (on, bit, at, value) in [
+        (
+            vivify.is_some(),
+            GET_VIVIFY,
+            4,
+            vivify.map_or(0, wire_exptime),
+        ),
+        (recache.is_some(), GET_RECACHE, 8, recache.unwrap_or(0)),
+        (
+            touch.is_some(),
+            GET_TOUCH,
+            12,
+            touch.map_or(0, wire_exptime),
+        ),
+    ] {
+        if on {
+            x[0] |= bit;
+            x[at..at + 4].copy_from_slice(&value.to_be_bytes());
+        }
+    }
+    let a = ours(call(peer, scratch, CMD_META_GET, &x, &r.key, &[])).map_err(Ok)?;
+    match (a.status, a.ext.get(4..13)) {
+        (PROTOCOL_BINARY_RESPONSE_SUCCESS, Some(&[f0, f1, f2, f3, e0, e1, e2, e3, state])) => {
+            let known = Known {
+                cas: Some(a.cas),
+                flags: Some(u32::from_be_bytes([f0, f1, f2, f3])),
+                size: Some(a.value.len()),
+                ttl: Some(ttl_of(u32::from_be_bytes([e0, e1, e2, e3]))),
+                state,
+            };
+            Ok(Some((known, Held::Copied(a.value))))
+        }
+        (PROTOCOL_BINARY_RESPONSE_KEY_ENOENT, _) => Ok(None),
+        _ => Err(Ok(ENGINE_FAILED)),
+    }
 }
 
 /// `mg <key> <flag>*`: a get (a get-and-touch with `T`).
@@ -295,36 +416,17 @@ pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) ->
         Err(e) => return say_error(out.tail(), e),
     };
     peer.count(Stat::CmdGet);
-    let found = match touch {
-        Some(t) => get_and_touch(peer, scratch, &r.key, wire_exptime(t)).map(|hit| {
-            hit.map(|hit| {
-                let rel = to_rel_time(t);
-                let known = Known {
-                    cas: Some(hit.cas),
-                    flags: Some(hit.flags),
-                    size: Some(hit.value.len()),
-                    ttl: Some(ttl_of(rel)),
-                };
-                (known, Held::Copied(hit.value))
-            })
-        }),
-        None => match peer.retry(|| peer.engine().get(&peer.cookie, &r.key, 0)) {
-            Ok(item) => match Value::of(item) {
-                Some(value) => {
-                    let info = value.info();
-                    let known = Known {
-                        cas: Some(info.cas()),
-                        flags: Some(u32::from_be(info.flags())),
-                        size: Some(info.nbytes()),
-                        ttl: Some(ttl_of(info.exptime())),
-                    };
-                    Ok(Some((known, Held::Item(value))))
-                }
-                None => return say_error(out.tail(), "SERVER_ERROR failed to get item details"),
-            },
-            Err(ENGINE_KEY_ENOENT) => Ok(None),
-            Err(rc) => Err(rc),
-        },
+    let found = match fetch_ext(peer, scratch, r, touch) {
+        // An engine without our opcode: what v1 does, and no stale items or token.
+        Err(Ok(ENGINE_ENOTSUP)) if !r.has(b'N') && !r.has(b'R') => {
+            fetch_v1(peer, scratch, r, touch)
+        }
+        found => found,
+    };
+    let found = match found {
+        Err(Err(text)) => return say_error(out.tail(), text),
+        Err(Ok(rc)) => Err(rc),
+        Ok(found) => Ok(found),
     };
     match found {
         Ok(Some((known, held))) => {
@@ -358,20 +460,63 @@ pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) ->
     }
 }
 
-/// A hit's value: held in the engine's item, or copied from a GAT answer.
+/// `mg` through the v1 calls: `get`, or binary GAT for a touch.
+fn fetch_v1(
+    peer: &Peer,
+    scratch: &mut Aligned,
+    r: &Request,
+    touch: Option<libc::time_t>,
+) -> Result<Option<(Known, Held)>, Result<ENGINE_ERROR_CODE, &'static str>> {
+    if let Some(t) = touch {
+        let hit = get_and_touch(peer, scratch, &r.key, wire_exptime(t)).map_err(Ok)?;
+        return Ok(hit.map(|hit| {
+            let known = Known {
+                cas: Some(hit.cas),
+                flags: Some(hit.flags),
+                size: Some(hit.value.len()),
+                ttl: Some(ttl_of(to_rel_time(t))),
+                state: 0,
+            };
+            (known, Held::Copied(hit.value))
+        }));
+    }
+    match peer.retry(|| peer.engine().get(&peer.cookie, &r.key, 0)) {
+        Ok(item) => {
+            let value = Value::of(item).ok_or(Err("SERVER_ERROR failed to get item details"))?;
+            let info = value.info();
+            let known = Known {
+                cas: Some(info.cas()),
+                flags: Some(u32::from_be(info.flags())),
+                size: Some(info.nbytes()),
+                ttl: Some(ttl_of(info.exptime())),
+                state: 0,
+            };
+            Ok(Some((known, Held::Item(value))))
+        }
+        Err(ENGINE_KEY_ENOENT) => Ok(None),
+        Err(rc) => Err(Ok(rc)),
+    }
+}
+
+/// A hit's value: held in the engine's item, or copied from an engine's answer.
 enum Held {
     Item(Value<'static>),
     Copied(Vec<u8>),
 }
 
 /// `md <key> <flag>*`: a delete, with a CAS to compare when `C` is given.
-pub fn delete(peer: &Peer, out: &mut Vec<u8>, r: &Request) -> Flow {
-    let (mut cas, _ttl) = match (r.number::<u64>(b'C'), r.number::<libc::time_t>(b'T')) {
+pub fn delete(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Request) -> Flow {
+    let (mut cas, ttl) = match (r.number::<u64>(b'C'), r.number::<libc::time_t>(b'T')) {
         (Ok(cas), Ok(ttl)) => (cas.unwrap_or(0), ttl),
         (Err(e), _) | (_, Err(e)) => return say_error(out, e),
     };
     let engine = peer.engine();
-    let code = match peer.retry(|| ok(engine.remove(&peer.cookie, &r.key, &mut cas, 0))) {
+    let removed = if r.has(b'I') {
+        invalidate(peer, scratch, &r.key, cas, ttl)
+    } else {
+        peer.retry(|| ok(engine.remove(&peer.cookie, &r.key, &mut cas, 0)))
+    };
+    let code = match removed {
         Ok(()) if r.quiet() => return Flow::Continue,
         Ok(()) => "HD",
         Err(ENGINE_KEY_ENOENT) => "NF",
@@ -380,6 +525,54 @@ pub fn delete(peer: &Peer, out: &mut Vec<u8>, r: &Request) -> Flow {
     };
     r.answer(out, code, &Known::default());
     Flow::Continue
+}
+
+/// `md … I`: the item becomes a stale copy (with expiry `ttl`, when given), through our engines'
+/// private opcode.
+fn invalidate(
+    peer: &Peer,
+    scratch: &mut Aligned,
+    key: &[u8],
+    cas: u64,
+    ttl: Option<libc::time_t>,
+) -> Result<(), ENGINE_ERROR_CODE> {
+    let mut x = [0u8; 16];
+    x[..8].copy_from_slice(&cas.to_be_bytes());
+    if let Some(t) = ttl {
+        x[8..12].copy_from_slice(&wire_exptime(t).to_be_bytes());
+        x[12] = INVALIDATE_SET_EXPTIME;
+    }
+    status_rc(ours(call(peer, scratch, CMD_META_INVALIDATE, &x, key, &[]))?.status)
+}
+
+/// `ms … I`: stores `value` if `cas` is the item's, and marked stale if it is older, through
+/// our engines' private opcode; the new CAS.
+pub fn store_invalid(
+    peer: &Peer,
+    scratch: &mut Aligned,
+    key: &[u8],
+    line: &SetLine,
+    value: &[u8],
+) -> Result<u64, ENGINE_ERROR_CODE> {
+    let mut x = [0u8; 16];
+    x[..8].copy_from_slice(&line.cas.to_be_bytes());
+    x[8..12].copy_from_slice(&line.flags.to_be_bytes());
+    x[12..].copy_from_slice(&wire_exptime(line.exptime).to_be_bytes());
+    let a = ours(call(peer, scratch, CMD_META_SET_INVALID, &x, key, value))?;
+    status_rc(a.status).map(|()| a.cas)
+}
+
+/// An engine's binary status as its v1 code.
+fn status_rc(status: u16) -> Result<(), ENGINE_ERROR_CODE> {
+    Err(match status {
+        PROTOCOL_BINARY_RESPONSE_SUCCESS => return Ok(()),
+        PROTOCOL_BINARY_RESPONSE_KEY_ENOENT => ENGINE_KEY_ENOENT,
+        PROTOCOL_BINARY_RESPONSE_KEY_EEXISTS => ENGINE_KEY_EEXISTS,
+        PROTOCOL_BINARY_RESPONSE_NOT_STORED => ENGINE_NOT_STORED,
+        PROTOCOL_BINARY_RESPONSE_E2BIG => ENGINE_E2BIG,
+        PROTOCOL_BINARY_RESPONSE_ENOMEM => ENGINE_ENOMEM,
+        _ => ENGINE_FAILED,
+    })
 }
 
 /// `ma <key> <flag>*`: incr or decr, creating the item on a miss with `N`.

@@ -152,6 +152,34 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("gat 10\r\n", "END\r\n"),
     ("gat x foo\r\n", "CLIENT_ERROR invalid exptime argument\r\n"),
     ("gat\r\n", "ERROR\r\n"),
+    // Stampede control: vivify on miss (N), recache below a TTL (R), invalidation (md I,
+    // ms I with an older CAS), and the one winner (W) per stale period, others told Z.
+    ("mg newk N30 v c t\r\n", "VA 0 c* t30 W\r\n\r\n"),
+    ("mg newk N30 v\r\n", "VA 0 Z\r\n\r\n"),
+    ("mg newk v k\r\n", "VA 0 knewk Z\r\n\r\n"),
+    ("ms newk 3 T30\r\nnew\r\n", "HD\r\n"),
+    ("mg newk N30 v\r\n", "VA 3\r\nnew\r\n"),
+    ("mg nk2 N30 q k\r\n", "HD knk2 W\r\n"),
+    ("ms r 1 T100\r\nr\r\n", "HD\r\n"),
+    ("mg r R30 v\r\n", "VA 1\r\nr\r\n"),
+    ("mg r R200 v t\r\n", "VA 1 t100 W\r\nr\r\n"),
+    ("mg r R200 v\r\n", "VA 1 Z\r\nr\r\n"),
+    ("mg r v\r\n", "VA 1 Z\r\nr\r\n"),
+    ("ms s 2\r\nsv\r\n", "HD\r\n"),
+    ("md s I T30\r\n", "HD\r\n"),
+    ("mg s v c t\r\n", "VA 2 c* t30 X W\r\nsv\r\n"),
+    ("mg s v c\r\n", "VA 2 c* Z X\r\nsv\r\n"),
+    ("md s I q\r\n", ""),
+    ("mg s v\r\n", "VA 2 X W\r\nsv\r\n"),
+    ("md nope I\r\n", "NF\r\n"),
+    ("md s I C1\r\n", "EX\r\n"),
+    ("mg s c\r\n", "HD c* Z X\r\n"),
+    ("ms s 3 C$CAS I\r\nnew\r\n", "HD\r\n"),
+    ("mg s v\r\n", "VA 3\r\nnew\r\n"),
+    ("ms s 3 C1 I\r\nold\r\n", "HD\r\n"),
+    ("mg s v\r\n", "VA 3 X W\r\nold\r\n"),
+    ("ms s 3 C99999 I\r\nnew\r\n", "EX\r\n"),
+    ("ms nope 3 C1 I\r\nnew\r\n", "NF\r\n"),
     // Plain commands are unchanged.
     ("get foo\r\n", "VALUE foo 7 2\r\nrr\r\nEND\r\n"),
 ];
@@ -287,28 +315,44 @@ fn the_transcript_is_memcacheds() {
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
-/// Flags a v1 engine cannot honour get a CLIENT_ERROR on every engine, the line otherwise
-/// unanswered (nothing stored, the data of an `ms` skipped).
+const UNSUPPORTED: &str = "CLIENT_ERROR flag not supported by this engine\r\n";
+
+/// Flags that need more than one engine call get a CLIENT_ERROR on every engine, the line
+/// otherwise unanswered (nothing stored or created).
 #[test]
-fn flags_v1_cannot_honour_get_client_error() {
+fn flags_no_engine_call_answers_get_client_error() {
     let server = Server::start(&[]);
     let mut conn = Conn::new(server.port);
-    let unsupported = "CLIENT_ERROR flag not supported by this engine\r\n";
+    assert_eq!(conn.ask("ms foo 2\r\nzz\r\n"), "HD\r\n");
     for request in [
-        "mg foo N30 v\r\n",
-        "mg foo R30 v\r\n",
         "mg foo h\r\n",
-        "mg foo l\r\n",
-        "ms foo 2 I C5\r\nzz\r\n",
-        "md foo I\r\n",
-        "md foo I T30\r\n",
+        "mg foo l v\r\n",
         "ma foo C5\r\n",
         "ma foo T30\r\n",
         "ma foo t\r\n",
     ] {
-        assert_eq!(conn.ask(request), unsupported, "{request:?}");
+        assert_eq!(conn.ask(request), UNSUPPORTED, "{request:?}");
     }
-    assert_eq!(conn.ask("mg foo v\r\n"), "EN\r\n");
+    assert_eq!(conn.ask("mg foo v\r\n"), "VA 2\r\nzz\r\n");
+}
+
+/// Over an engine without our stale items (the C test engine, serving directly), the stampede
+/// flags get a CLIENT_ERROR and change nothing.
+#[test]
+fn without_stale_items_the_stampede_flags_are_refused() {
+    let server = Server::start(&["-E", test_engine().to_str().unwrap(), "-e", "cache_size=1m"]);
+    let mut conn = Conn::new(server.port);
+    assert_eq!(conn.ask("ms foo 2\r\nab\r\n"), "HD\r\n");
+    for request in [
+        "mg new N30 v\r\n",
+        "mg foo R30 v\r\n",
+        "md foo I\r\n",
+        "ms foo 2 I C1\r\nzz\r\n",
+    ] {
+        assert_eq!(conn.ask(request), UNSUPPORTED, "{request:?}");
+    }
+    assert_eq!(conn.ask("mg new v\r\n"), "EN\r\n");
+    assert_eq!(conn.ask("mg foo v\r\n"), "VA 2\r\nab\r\n");
 }
 
 /// Over an engine without GAT (the C test engine), `mg … T`, gat and gats say so; the rest
@@ -317,7 +361,7 @@ fn flags_v1_cannot_honour_get_client_error() {
 fn without_gat_the_engine_cannot_touch_on_get() {
     let server = Server::start(&["-E", test_engine().to_str().unwrap(), "-e", "cache_size=1m"]);
     let mut conn = Conn::new(server.port);
-    let unsupported = "CLIENT_ERROR flag not supported by this engine\r\n";
+    let unsupported = UNSUPPORTED;
     assert_eq!(conn.ask("ms foo 2 F3\r\nab\r\n"), "HD\r\n");
     assert_eq!(conn.ask("mg foo v f k\r\n"), "VA 2 f3 kfoo\r\nab\r\n");
     assert_eq!(conn.ask("mg foo T30 v\r\n"), unsupported);

@@ -391,6 +391,11 @@ pub(crate) unsafe extern "C" fn unknown_command(
         let send = |ext: &[u8], body: &[u8], status: u16, cas: u64| {
             wire::respond(response, cookie, status, ext, body, cas)
         };
+        if super::meta::is_meta(opcode) {
+            // SAFETY: memcached passes the handle create_instance returned.
+            let host = &unsafe { super::engine(handle) }.expect("has a store").host;
+            return super::meta::command(store, host, &request, &send);
+        }
         match opcode {
             PROTOCOL_BINARY_CMD_TOUCH | PROTOCOL_BINARY_CMD_GAT | PROTOCOL_BINARY_CMD_GATQ => {}
             PROTOCOL_BINARY_CMD_SCRUB => {

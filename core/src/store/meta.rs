@@ -1,0 +1,255 @@
+//! memcached 1.6's stampede control, on stored items: an item can be stale (invalidated by
+//! `md … I` or by an `ms … I` with an older CAS, and still served), and the right to recache
+//! it (the "win" token) is handed to one client per stale period.
+//!
+//! The token rule: an item carries a `WON` bit, clear when the item is stored. A fetch that
+//! wants the token (the item is stale, or its TTL fell below the client's `R` threshold, or the
+//! fetch created it with `N`) sets the bit in one read-modify-write and wins if the bit was
+//! clear; every other fetch, while the bit is set, is told someone else won (`Z`). Storing
+//! the key again (a new item) or invalidating it again (a new stale item) starts a new period.
+//! `model-tests/tests/meta.rs` checks under loom that concurrent fetches have one winner.
+
+use super::item::{Item, ItemRef, RelTime};
+use super::{Current, Error, Store, StoreOp};
+use crate::sync::atomic::Ordering;
+use crate::sync::mutant::{self, Mutant};
+use crate::sync::PayloadArc;
+
+const STALE: u8 = 1;
+const WON: u8 = 2;
+
+/// Whether a fetch was handed the recache token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Token {
+    /// The fetch did not ask for it and nobody holds it.
+    None,
+    /// This fetch won it (`W`).
+    Won,
+    /// Another fetch won it earlier in this period (`Z`).
+    Lost,
+}
+
+/// What a meta get asks besides the key.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fetch {
+    /// Create an empty item with this expiry on a miss (`N`), its creator winning the token.
+    pub vivify: Option<RelTime>,
+    /// Want the token when fewer than this many seconds of TTL remain (`R`).
+    pub recache_below: Option<RelTime>,
+    /// Set the expiry first (`T`).
+    pub touch: Option<RelTime>,
+}
+
+/// A meta get's hit.
+#[derive(Debug)]
+pub struct Fetched<B: super::Bytes> {
+    /// The live item.
+    pub item: ItemRef<B>,
+    /// It was invalidated (`X`).
+    pub stale: bool,
+    /// The recache token's answer (`W`, `Z`).
+    pub token: Token,
+}
+
+impl<B: super::Bytes> Item<B> {
+    /// Whether the item was invalidated (served stale until recached).
+    pub fn is_stale(&self) -> bool {
+        // Relaxed: a flag set before the item is published or by a lone RMW; it orders no data.
+        self.stampede.load(Ordering::Relaxed) & STALE != 0
+    }
+
+    fn mark_stale(&self) {
+        // Relaxed: set before the item is stored (the store's publication carries it).
+        self.stampede.fetch_or(STALE, Ordering::Relaxed);
+    }
+
+    /// Takes the recache token: true for the one caller that found it free.
+    pub fn take_token(&self) -> bool {
+        if mutant::active(Mutant::TokenCheckThenTake) {
+            // Relaxed (both): the broken form the loom model must catch.
+            let bits = self.stampede.load(Ordering::Relaxed);
+            if bits & WON != 0 {
+                return false;
+            }
+            self.stampede.store(bits | WON, Ordering::Relaxed);
+            return true;
+        }
+        // Relaxed: the RMW alone makes one winner (all RMWs of one atomic are totally
+        // ordered); the token publishes no other data.
+        self.stampede.fetch_or(WON, Ordering::Relaxed) & WON == 0
+    }
+
+    fn token_taken(&self) -> bool {
+        // Relaxed: as in `is_stale`.
+        self.stampede.load(Ordering::Relaxed) & WON != 0
+    }
+}
+
+impl<B: super::Bytes> Store<B> {
+    /// memcached's meta get: the live item of `key` (touched first with `fetch.touch`, created
+    /// empty on a miss with `fetch.vivify`), whether it is stale, and the token's answer.
+    pub fn meta_get(&self, key: &[u8], fetch: &Fetch) -> Option<Fetched<B>> {
+        let found = match fetch.touch {
+            Some(exptime) => self.touch(key, exptime),
+            None => self.get(key),
+        };
+        let item = match (found, fetch.vivify) {
+            (Some(item), _) => item,
+            (None, None) => return None,
+            (None, Some(exptime)) => {
+                let stub = self.item(key, b"", 0, exptime).ok()?;
+                stub.take_token();
+                return match self.store(&stub, StoreOp::Add) {
+                    Ok(_) => Some(Fetched {
+                        item: stub,
+                        stale: false,
+                        token: Token::Won,
+                    }),
+                    // Another client created it first: a hit on theirs.
+                    Err(Error::NotStored) => self.meta_get(key, &Fetch::default()),
+                    Err(_) => None,
+                };
+            }
+        };
+        let stale = item.is_stale();
+        let now = self.now();
+        let expiring = fetch
+            .recache_below
+            .is_some_and(|below| item.exptime() != 0 && item.exptime().saturating_sub(now) < below);
+        let token = if stale || expiring || item.token_taken() {
+            if item.take_token() {
+                Token::Won
+            } else {
+                Token::Lost
+            }
+        } else {
+            Token::None
+        };
+        Some(Fetched { item, stale, token })
+    }
+
+    /// `md … I`: replaces `key`'s live item (if its CAS is `cas`, or any with 0) by a stale
+    /// copy with a new CAS (and expiry `exptime`, when given), which starts a new token period.
+    /// Returns the new CAS.
+    pub fn invalidate(&self, key: &[u8], cas: u64, exptime: Option<RelTime>) -> Result<u64, Error> {
+        let now = self.now();
+        self.write(key, |current| match current {
+            Current::Live(old) if cas == 0 || old.cas() == cas => {
+                let exptime = exptime.unwrap_or(old.exptime());
+                let copy = Item::new(key, old.value(), old.flags(), exptime);
+                copy.mark_stale();
+                Ok(self.stamp(PayloadArc::new(copy), now))
+            }
+            Current::Live(_) => Err(Error::Exists),
+            Current::Absent | Current::Dead => Err(Error::NotFound),
+        })
+        .map(|new| new.cas())
+    }
+
+    /// `ms … I C<cas>`: stores `item` if `cas` is the present item's CAS, and also, marked
+    /// stale, if `cas` is older (a late writer's data, served until recached). Returns the new
+    /// CAS.
+    pub fn store_invalid(&self, item: &ItemRef<B>, cas: u64) -> Result<u64, Error> {
+        let now = self.now();
+        self.check(item.key(), item.value().len())?;
+        self.write(item.key(), |current| match current {
+            Current::Live(old) if cas <= old.cas() => {
+                if cas < old.cas() {
+                    item.mark_stale();
+                }
+                Ok(self.stamp(item.clone(), now))
+            }
+            Current::Live(_) => Err(Error::Exists),
+            Current::Absent | Current::Dead => Err(Error::NotFound),
+        })
+        .map(|new| new.cas())
+    }
+}
+
+#[cfg(all(test, not(mcb_loom)))]
+mod tests {
+    use super::*;
+    use crate::store::{Config, ManualClock};
+
+    fn store() -> (Store, ManualClock) {
+        let clock = ManualClock::new(1000);
+        let store = Store::new(Config::default(), Box::new(clock.clone())).unwrap();
+        (store, clock)
+    }
+
+    fn set(store: &Store, key: &[u8], value: &[u8], exptime: RelTime) -> u64 {
+        let item = store.item(key, value, 0, exptime).unwrap();
+        store.store(&item, StoreOp::Set).unwrap()
+    }
+
+    #[test]
+    fn vivify_wins_once_then_others_lose() {
+        let (store, _) = store();
+        let vivify = Fetch {
+            vivify: Some(1030),
+            ..Fetch::default()
+        };
+        let first = store.meta_get(b"k", &vivify).unwrap();
+        assert_eq!((first.token, first.item.value()), (Token::Won, &b""[..]));
+        let second = store.meta_get(b"k", &vivify).unwrap();
+        assert_eq!(second.token, Token::Lost);
+        assert_eq!(
+            store.meta_get(b"k", &Fetch::default()).unwrap().token,
+            Token::Lost
+        );
+        // The winner's store starts a new period.
+        set(&store, b"k", b"v", 0);
+        assert_eq!(store.meta_get(b"k", &vivify).unwrap().token, Token::None);
+    }
+
+    #[test]
+    fn recache_below_a_ttl() {
+        let (store, clock) = store();
+        set(&store, b"k", b"v", 1100);
+        let recache = Fetch {
+            recache_below: Some(30),
+            ..Fetch::default()
+        };
+        assert_eq!(store.meta_get(b"k", &recache).unwrap().token, Token::None);
+        clock.advance(80);
+        assert_eq!(store.meta_get(b"k", &recache).unwrap().token, Token::Won);
+        assert_eq!(store.meta_get(b"k", &recache).unwrap().token, Token::Lost);
+    }
+
+    #[test]
+    fn invalidated_items_are_served_stale_with_one_winner() {
+        let (store, _) = store();
+        let cas = set(&store, b"k", b"v", 0);
+        assert_eq!(store.invalidate(b"k", cas + 1, None), Err(Error::Exists));
+        let new_cas = store.invalidate(b"k", cas, Some(1030)).unwrap();
+        assert!(new_cas > cas);
+        let fetched = store.meta_get(b"k", &Fetch::default()).unwrap();
+        assert!(fetched.stale);
+        assert_eq!(
+            (fetched.token, fetched.item.value()),
+            (Token::Won, &b"v"[..])
+        );
+        assert_eq!(fetched.item.exptime(), 1030);
+        assert_eq!(
+            store.meta_get(b"k", &Fetch::default()).unwrap().token,
+            Token::Lost
+        );
+        assert_eq!(store.invalidate(b"nope", 0, None), Err(Error::NotFound));
+    }
+
+    #[test]
+    fn an_older_cas_stores_stale() {
+        let (store, _) = store();
+        let cas = set(&store, b"k", b"v", 0);
+        let late = store.item(b"k", b"late", 0, 0).unwrap();
+        assert_eq!(store.store_invalid(&late, cas + 1), Err(Error::Exists));
+        let late = store.item(b"k", b"late", 0, 0).unwrap();
+        store.store_invalid(&late, cas - 1).unwrap();
+        let fetched = store.meta_get(b"k", &Fetch::default()).unwrap();
+        assert!(fetched.stale && fetched.item.value() == b"late");
+        let cas = fetched.item.cas();
+        let fresh = store.item(b"k", b"fresh", 0, 0).unwrap();
+        store.store_invalid(&fresh, cas).unwrap();
+        assert!(!store.meta_get(b"k", &Fetch::default()).unwrap().stale);
+    }
+}
