@@ -9,7 +9,7 @@
 //! item. Updates (append, incr...) make a new item. Expiry and CAS are atomics because `touch`
 //! and `item_set_cas` change them in place, as memcached's own items do.
 
-use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::sync::PayloadArc;
 use std::fmt;
 
@@ -61,8 +61,9 @@ pub struct Item<B = Box<[u8]>> {
     stored_at: AtomicU32,
     /// The store's sequence number for it (its CAS when CAS is on), for immediate flushes.
     seq: AtomicU64,
-    /// Stampede control (`super::meta`): stale, recache token handed out.
-    pub(crate) stampede: AtomicU8,
+    /// The meta commands' state (`super::meta`): stale, recache token handed out, fetched,
+    /// and the last access time.
+    pub(crate) stampede: AtomicU32,
 }
 
 impl<B: Bytes> Item<B> {
@@ -96,7 +97,7 @@ impl<B: Bytes> Item<B> {
             cas: AtomicU64::new(0),
             stored_at: AtomicU32::new(0),
             seq: AtomicU64::new(0),
-            stampede: AtomicU8::new(0),
+            stampede: AtomicU32::new(0),
         }
     }
 

@@ -8,6 +8,10 @@
 //! clear; every other fetch, while the bit is set, is told someone else won (`Z`). Storing
 //! the key again (a new item) or invalidating it again (a new stale item) starts a new period.
 //! `model-tests/tests/meta.rs` checks under loom that concurrent fetches have one winner.
+//!
+//! The same word keeps what `mg`'s `h` and `l` report: whether the item was fetched before,
+//! and when it was last accessed (the storage engine notes its `get`s and get-and-touches
+//! too, through [`Item::note_access`]).
 
 use super::item::{Item, ItemRef, RelTime};
 use super::{Current, Error, Store, StoreOp};
@@ -15,8 +19,11 @@ use crate::sync::atomic::Ordering;
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::PayloadArc;
 
-const STALE: u8 = 1;
-const WON: u8 = 2;
+const STALE: u32 = 1;
+const WON: u32 = 2;
+const FETCHED: u32 = 4;
+/// The last access time is kept above the three bits (29 bits: 17 years of server time).
+const ACCESS_SHIFT: u32 = 3;
 
 /// Whether a fetch was handed the recache token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +45,8 @@ pub struct Fetch {
     pub recache_below: Option<RelTime>,
     /// Set the expiry first (`T`).
     pub touch: Option<RelTime>,
+    /// Leave the fetched mark and the access time alone (`u`).
+    pub no_bump: bool,
 }
 
 /// A meta get's hit.
@@ -49,6 +58,10 @@ pub struct Fetched<B: super::Bytes> {
     pub stale: bool,
     /// The recache token's answer (`W`, `Z`).
     pub token: Token,
+    /// Whether it had been fetched before this fetch (`h`).
+    pub fetched_before: bool,
+    /// Seconds since its last access before this fetch (`l`).
+    pub idle: RelTime,
 }
 
 impl<B: super::Bytes> Item<B> {
@@ -83,6 +96,32 @@ impl<B: super::Bytes> Item<B> {
         // Relaxed: as in `is_stale`.
         self.stampede.load(Ordering::Relaxed) & WON != 0
     }
+
+    /// Whether it was fetched before, and when it was last accessed (stored, if never).
+    pub fn access(&self) -> (bool, RelTime) {
+        // Relaxed: statistics of the item; they order nothing.
+        let word = self.stampede.load(Ordering::Relaxed);
+        match word >> ACCESS_SHIFT {
+            0 => (word & FETCHED != 0, self.stored_at()),
+            at => (word & FETCHED != 0, at),
+        }
+    }
+
+    /// Notes a fetch at `now`; what [`Item::access`] said before it. Writes only when the mark
+    /// or the second changes, so a hot item's fetches mostly only read.
+    pub fn note_access(&self, now: RelTime) -> (bool, RelTime) {
+        let before = self.access();
+        let stamp = (now << ACCESS_SHIFT) | FETCHED;
+        if before != (true, now) {
+            // Relaxed (both): as in `access`; the token bits are kept by the RMW.
+            let _ = self
+                .stampede
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                    Some(word & (STALE | WON) | stamp)
+                });
+        }
+        before
+    }
 }
 
 impl<B: super::Bytes> Store<B> {
@@ -104,6 +143,8 @@ impl<B: super::Bytes> Store<B> {
                         item: stub,
                         stale: false,
                         token: Token::Won,
+                        fetched_before: false,
+                        idle: 0,
                     }),
                     // Another client created it first: a hit on theirs.
                     Err(Error::NotStored) => self.meta_get(key, &Fetch::default()),
@@ -113,6 +154,11 @@ impl<B: super::Bytes> Store<B> {
         };
         let stale = item.is_stale();
         let now = self.now();
+        let (fetched_before, accessed) = if fetch.no_bump {
+            item.access()
+        } else {
+            item.note_access(now)
+        };
         let expiring = fetch
             .recache_below
             .is_some_and(|below| item.exptime() != 0 && item.exptime().saturating_sub(now) < below);
@@ -125,7 +171,13 @@ impl<B: super::Bytes> Store<B> {
         } else {
             Token::None
         };
-        Some(Fetched { item, stale, token })
+        Some(Fetched {
+            item,
+            stale,
+            token,
+            fetched_before,
+            idle: now.saturating_sub(accessed),
+        })
     }
 
     /// `md … I`: replaces `key`'s live item (if its CAS is `cas`, or any with 0) by a stale
@@ -200,6 +252,26 @@ mod tests {
         // The winner's store starts a new period.
         set(&store, b"k", b"v", 0);
         assert_eq!(store.meta_get(b"k", &vivify).unwrap().token, Token::None);
+    }
+
+    #[test]
+    fn fetched_before_and_idle_time() {
+        let (store, clock) = store();
+        set(&store, b"k", b"v", 0);
+        clock.advance(5);
+        let first = store.meta_get(b"k", &Fetch::default()).unwrap();
+        assert_eq!((first.fetched_before, first.idle), (false, 5));
+        clock.advance(3);
+        let quiet = Fetch {
+            no_bump: true,
+            ..Fetch::default()
+        };
+        let peek = store.meta_get(b"k", &quiet).unwrap();
+        assert_eq!((peek.fetched_before, peek.idle), (true, 3));
+        assert_eq!(store.meta_get(b"k", &quiet).unwrap().idle, 3);
+        let item = store.get(b"k").unwrap();
+        assert_eq!(item.note_access(store.now()), (true, 1005));
+        assert_eq!(store.meta_get(b"k", &quiet).unwrap().idle, 0);
     }
 
     #[test]

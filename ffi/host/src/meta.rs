@@ -48,7 +48,7 @@ pub struct Verb {
 
 pub const MG: Verb = Verb {
     allowed: b"bcfhklOqstuvNRTPL",
-    unsupported: b"hl",
+    unsupported: b"",
     invalid: "CLIENT_ERROR invalid flag",
     duplicate: "CLIENT_ERROR duplicate flag",
     bad_number: |_| BAD_TOKEN,
@@ -175,6 +175,10 @@ impl Request<'_> {
                 b'f' => known.flags.map_or(Ok(()), |v| write!(out, " f{v}")),
                 b's' => known.size.map_or(Ok(()), |v| write!(out, " s{v}")),
                 b't' => known.ttl.map_or(Ok(()), |v| write!(out, " t{v}")),
+                b'h' => known
+                    .hit_before
+                    .map_or(Ok(()), |v| write!(out, " h{}", u8::from(v))),
+                b'l' => known.idle.map_or(Ok(()), |v| write!(out, " l{v}")),
                 _ => Ok(()),
             };
         }
@@ -201,6 +205,9 @@ pub struct Known {
     pub flags: Option<u32>,
     pub size: Option<usize>,
     pub ttl: Option<i64>,
+    pub hit_before: Option<bool>,
+    /// Seconds since the last access.
+    pub idle: Option<u32>,
     /// Stale and recache-token answers (`mcb_abi::meta_ext`'s `STATE_*` bits).
     pub state: u8,
 }
@@ -392,10 +399,18 @@ fn fetch_ext(
             x[at..at + 4].copy_from_slice(&value.to_be_bytes());
         }
     }
+    if r.has(b'u') {
+        x[0] |= GET_NO_BUMP;
+    }
     let a = ours(call(peer, scratch, CMD_META_GET, &x, &r.key, &[])).map_err(Ok)?;
-    match (a.status, a.ext.get(4..13)) {
-        (PROTOCOL_BINARY_RESPONSE_SUCCESS, Some(&[f0, f1, f2, f3, e0, e1, e2, e3, state])) => {
+    match (a.status, a.ext.get(4..17)) {
+        (
+            PROTOCOL_BINARY_RESPONSE_SUCCESS,
+            Some(&[f0, f1, f2, f3, e0, e1, e2, e3, state, l0, l1, l2, l3]),
+        ) => {
             let known = Known {
+                hit_before: Some(state & STATE_FETCHED != 0),
+                idle: Some(u32::from_be_bytes([l0, l1, l2, l3])),
                 cas: Some(a.cas),
                 flags: Some(u32::from_be_bytes([f0, f1, f2, f3])),
                 size: Some(a.value.len()),
@@ -417,8 +432,8 @@ pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) ->
     };
     peer.count(Stat::CmdGet);
     let found = match fetch_ext(peer, scratch, r, touch) {
-        // An engine without our opcode: what v1 does, and no stale items or token.
-        Err(Ok(ENGINE_ENOTSUP)) if !r.has(b'N') && !r.has(b'R') => {
+        // An engine without our opcode: what v1 does (no stale items, token, access times).
+        Err(Ok(ENGINE_ENOTSUP)) if !b"NRhl".iter().any(|&f| r.has(f)) => {
             fetch_v1(peer, scratch, r, touch)
         }
         found => found,
@@ -476,6 +491,7 @@ fn fetch_v1(
                 size: Some(hit.value.len()),
                 ttl: Some(ttl_of(to_rel_time(t))),
                 state: 0,
+                ..Known::default()
             };
             (known, Held::Copied(hit.value))
         }));
@@ -490,6 +506,7 @@ fn fetch_v1(
                 size: Some(info.nbytes()),
                 ttl: Some(ttl_of(info.exptime())),
                 state: 0,
+                ..Known::default()
             };
             Ok(Some((known, Held::Item(value))))
         }

@@ -180,6 +180,19 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("mg s v\r\n", "VA 3 X W\r\nold\r\n"),
     ("ms s 3 C99999 I\r\nnew\r\n", "EX\r\n"),
     ("ms nope 3 C1 I\r\nnew\r\n", "NF\r\n"),
+    // Fetched before (h) and seconds since the last access (l), before this fetch; u leaves
+    // both alone; a plain get counts as a fetch.
+    ("ms hl 1\r\nx\r\n", "HD\r\n"),
+    ("mg hl h l t\r\n", "HD h0 l0 t-1\r\n"),
+    ("mg hl h l\r\n", "HD h1 l0\r\n"),
+    ("mg hl h l u\r\n", "HD h1 l0\r\n"),
+    ("mg nohl h l\r\n", "EN\r\n"),
+    ("ms hl2 1\r\ny\r\n", "HD\r\n"),
+    ("mg hl2 h u\r\n", "HD h0\r\n"),
+    ("mg hl2 h\r\n", "HD h0\r\n"),
+    ("ms hl3 1\r\nz\r\n", "HD\r\n"),
+    ("get hl3\r\n", "VALUE hl3 0 1\r\nz\r\nEND\r\n"),
+    ("mg hl3 h\r\n", "HD h1\r\n"),
     // Plain commands are unchanged.
     ("get foo\r\n", "VALUE foo 7 2\r\nrr\r\nEND\r\n"),
 ];
@@ -324,13 +337,7 @@ fn flags_no_engine_call_answers_get_client_error() {
     let server = Server::start(&[]);
     let mut conn = Conn::new(server.port);
     assert_eq!(conn.ask("ms foo 2\r\nzz\r\n"), "HD\r\n");
-    for request in [
-        "mg foo h\r\n",
-        "mg foo l v\r\n",
-        "ma foo C5\r\n",
-        "ma foo T30\r\n",
-        "ma foo t\r\n",
-    ] {
+    for request in ["ma foo C5\r\n", "ma foo T30\r\n", "ma foo t\r\n"] {
         assert_eq!(conn.ask(request), UNSUPPORTED, "{request:?}");
     }
     assert_eq!(conn.ask("mg foo v\r\n"), "VA 2\r\nzz\r\n");
@@ -346,6 +353,8 @@ fn without_stale_items_the_stampede_flags_are_refused() {
     for request in [
         "mg new N30 v\r\n",
         "mg foo R30 v\r\n",
+        "mg foo h\r\n",
+        "mg foo l v\r\n",
         "md foo I\r\n",
         "ms foo 2 I C1\r\nzz\r\n",
     ] {

@@ -186,7 +186,11 @@ pub(crate) unsafe extern "C" fn get(
         };
         // A miss writes NULL, as memcached's default engine does (engine tests check it).
         let (found, rc) = match store.get(key) {
-            Some(item) => (to_host(item), ENGINE_SUCCESS),
+            Some(item) => {
+                // What the meta commands' `h` and `l` report.
+                item.note_access(store.now());
+                (to_host(item), ENGINE_SUCCESS)
+            }
             None => (ptr::null_mut(), ENGINE_KEY_ENOENT),
         };
         // SAFETY: checked non-NULL; the host's out-parameter.
@@ -420,7 +424,10 @@ pub(crate) unsafe extern "C" fn unknown_command(
                 send(&[], &[], PROTOCOL_BINARY_RESPONSE_SUCCESS, item.cas())
             }
             (Some(item), _) => send(
-                &item.flags().to_ne_bytes(),
+                &{
+                    item.note_access(store.now());
+                    item.flags().to_ne_bytes()
+                },
                 item.value(),
                 PROTOCOL_BINARY_RESPONSE_SUCCESS,
                 item.cas(),

@@ -53,22 +53,25 @@ pub(crate) fn command(
                 vivify: (x[0] & GET_VIVIFY != 0).then(|| exptime(4)),
                 recache_below: (x[0] & GET_RECACHE != 0).then(|| word(x, 8)),
                 touch: (x[0] & GET_TOUCH != 0).then(|| exptime(12)),
+                no_bump: x[0] & GET_NO_BUMP != 0,
             };
             let Some(hit) = store.meta_get(key, &fetch) else {
                 return answer(send, PROTOCOL_BINARY_RESPONSE_KEY_ENOENT, 0);
             };
             let state = (u8::from(hit.stale) * STATE_STALE)
+                | (u8::from(hit.fetched_before) * STATE_FETCHED)
                 | match hit.token {
                     Token::None => 0,
                     Token::Won => STATE_WON,
                     Token::Lost => STATE_LOST,
                 };
             let item = &hit.item;
-            let mut ext = [0; 13];
+            let mut ext = [0; 17];
             ext[..4].copy_from_slice(&ANSWER_MAGIC);
             ext[4..8].copy_from_slice(&item.flags().to_ne_bytes());
             ext[8..12].copy_from_slice(&item.exptime().to_be_bytes());
             ext[12] = state;
+            ext[13..].copy_from_slice(&hit.idle.to_be_bytes());
             send(
                 &ext,
                 item.value(),
