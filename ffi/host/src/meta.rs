@@ -1,15 +1,15 @@
-//! memcached 1.6's meta commands (`mg`, `ms`, `md`, `ma`, `mn`, `me`) over engine interface
-//! v1, and the get-and-touch call that `mg … T`, `gat` and `gats` share.
+//! memcached 1.6's meta commands (`mg`, `ms`, `md`, `ma`, `mn`, `me`) and the get-and-touch
+//! call that `gat`, `gats` and `mg … T` share.
 //!
 //! A meta line is `<verb> <key> [<datalen>] <flag>*`; each flag is one letter, some with a
-//! token (`T30`, `Oabc`). The answer's flags follow the request's order. Everything a v1
-//! engine can do in one call is served: `get` (mg), binary GAT through `unknown_command` (mg
-//! with `T`), `store` with a CAS and a mode (ms), `remove` with a CAS (md), `arithmetic` with
-//! create, initial value and TTL (ma). What v1 cannot answer in one call (hit-before and
-//! last-access times, stale items and the recache token: `h`, `l`, `N` and `R` on mg, `I` on
-//! ms and md, a CAS compare or TTL update on ma) gets [`UNSUPPORTED`], never a guess. `P` and
-//! `L` (proxy hints) are ignored, as memcached ignores them; `u` (no LRU bump) is accepted,
-//! since it changes no answer.
+//! token (`T30`, `Oabc`). The answer's flags follow the request's order. A flag is served only
+//! by one engine call: v1's `get`, binary GAT through `unknown_command` (`T`), `store` with a
+//! CAS and a mode (`ms`), `remove` with a CAS (`md`), `arithmetic` with create, initial value
+//! and TTL (`ma`); or, for stale items, the recache token and access times (`mg` `h l N R`, `md
+//! I`, `ms I`), our engines' private opcodes ([`mcb_abi::meta_ext`]). An engine that lacks what a
+//! flag needs gets [`UNSUPPORTED`], never a guess; so does a flag no single call can answer
+//! (`ma` `C`, `T`, `t`). `P` and `L` (proxy hints) are ignored, as memcached ignores them; `u`
+//! (no LRU bump) leaves the access marks alone and changes nothing else.
 //!
 //! The text of the protocol's error lines follows memcached 1.6.18's answers to the same
 //! input (`tests/meta.rs` compares the two byte for byte).
@@ -26,7 +26,7 @@ use mcb_abi::meta_ext::*;
 use std::borrow::Cow;
 use std::io::Write;
 
-/// The answer to a flag engine interface v1 cannot honour.
+/// The answer to a flag the engine cannot honour.
 pub const UNSUPPORTED: &str = "CLIENT_ERROR flag not supported by this engine";
 const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
 const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
