@@ -59,6 +59,16 @@ def flush(ports):
         c.close()
 
 
+def store_spread(client, ports):
+    """Stores every key through client; each node holds some, and the sum is exact."""
+    for k in KEYS:
+        assert client.set(k, k.encode(), noreply=False), k
+    counts = [curr_items(p) for p in ports]
+    print("curr_items per node:", counts)
+    assert all(n > 0 for n in counts), counts
+    assert sum(counts) == len(KEYS), counts
+
+
 def holder(ports, key):
     """The node holding key, asked directly."""
     found = [p for p in ports if Client(("127.0.0.1", p), timeout=5).get(key) is not None]
@@ -103,13 +113,7 @@ def main():
     wait_until("nutcracker to listen", proxy_up)
 
     print("== nutcracker: 10,000 keys over three nodes (ketama)")
-    c = proxy_client()
-    for k in KEYS:
-        assert c.set(k, k.encode(), noreply=False), k
-    counts = [curr_items(p) for p in ports]
-    print("curr_items per node:", counts)
-    assert all(n > 0 for n in counts), counts
-    assert sum(counts) == len(KEYS), counts
+    store_spread(proxy_client(), ports)
 
     # Which node holds each key, asked directly (a sample of each node's keys is enough).
     sample = KEYS[:600]
@@ -160,12 +164,7 @@ def main():
     print("== pymemcache HashClient: the same three nodes, client-side consistent hashing")
     flush(ports)
     h = HashClient([("127.0.0.1", p) for p in ports], connect_timeout=5, timeout=5)
-    for k in KEYS:
-        assert h.set(k, k.encode(), noreply=False), k
-    counts = [curr_items(p) for p in ports]
-    print("curr_items per node:", counts)
-    assert all(n > 0 for n in counts), counts
-    assert sum(counts) == len(KEYS), counts
+    store_spread(h, ports)
     got = h.get_many(KEYS)
     assert len(got) == len(KEYS) and all(got[k] == k.encode() for k in KEYS)
     print("all 10,000 keys read back")
