@@ -133,6 +133,10 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
     }
     if let (b"mg" | b"md" | b"ma" | b"me", [_, key, flags @ ..]) = (verb, tokens) {
         let flow = match verb {
+            _ if tokens.len() >= meta::TOO_MANY_TOKENS => {
+                reply(out, "CLIENT_ERROR options flags are too long");
+                Flow::Continue
+            }
             b"me" if !flags.is_empty() || key.len() > KEY_MAX => {
                 reply(out, BAD_FORMAT);
                 Flow::Continue
@@ -449,6 +453,10 @@ fn parse_meta_store<'a>(
             0,
         ));
     };
+    if tokens.len() >= meta::TOO_MANY_TOKENS {
+        // memcached drops no data after this one: it is read as commands.
+        return Err(("CLIENT_ERROR options flags too long", 0));
+    }
     let bytes = number::<i32>(len)
         .and_then(|b| usize::try_from(b).ok())
         .ok_or((BAD_FORMAT, 0))?;

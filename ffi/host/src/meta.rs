@@ -30,6 +30,8 @@ use std::io::Write;
 pub const UNSUPPORTED: &str = "CLIENT_ERROR flag not supported by this engine";
 const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
 const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
+/// A meta line of this many tokens or more is refused (memcached 1.6.18's bound).
+pub const TOO_MANY_TOKENS: usize = 20;
 /// Longest opaque (`O`) token.
 const OPAQUE_MAX: usize = 32;
 

@@ -135,6 +135,22 @@ const TRANSCRIPT: &[(&str, &str)] = &[
         "CLIENT_ERROR bad token in command line format\r\n",
     ),
     ("md foo x\r\n", "CLIENT_ERROR invalid or duplicate flag\r\n"),
+    (
+        "mg foo x x x x x x x x x x x x x x x x x\r\n",
+        "CLIENT_ERROR invalid flag\r\n",
+    ),
+    (
+        "mg foo x x x x x x x x x x x x x x x x x x\r\n",
+        "CLIENT_ERROR options flags are too long\r\n",
+    ),
+    (
+        "ms foo 1 x x x x x x x x x x x x x x x x\r\nA\r\n",
+        "CLIENT_ERROR invalid flag\r\n",
+    ),
+    (
+        "ms foo 1 x x x x x x x x x x x x x x x x x\r\nA\r\n",
+        "CLIENT_ERROR options flags too long\r\nERROR\r\n",
+    ),
     ("mg foo v\r\n", "VA 2\r\nrr\r\n"),
     // gat and gats.
     (
