@@ -14,7 +14,8 @@
 //! too, through [`Item::note_access`]).
 
 use super::item::{Item, ItemRef, RelTime};
-use super::{Current, Error, Store, StoreOp};
+use super::stats::Counter;
+use super::{parse_decimal, Current, Error, Store, StoreOp};
 use crate::sync::atomic::Ordering;
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::PayloadArc;
@@ -62,6 +63,34 @@ pub struct Fetched<B: super::Bytes> {
     pub fetched_before: bool,
     /// Seconds since its last access before this fetch (`l`).
     pub idle: RelTime,
+}
+
+/// A meta arithmetic (`ma`): incr or decr by `delta`, creating the item on a miss with `create`
+/// (its value and expiry), comparing the item's CAS with `cas` (0: any) and setting its expiry
+/// to `touch` on success.
+#[derive(Debug, Clone, Copy)]
+pub struct Delta {
+    /// Increment (else decrement, stopping at 0).
+    pub incr: bool,
+    /// How much.
+    pub delta: u64,
+    /// On a miss, create the item with this value and expiry (`N`, `J`).
+    pub create: Option<(u64, RelTime)>,
+    /// Apply only if the item's CAS is this (`C`; 0: any).
+    pub cas: u64,
+    /// Set the expiry on success (`T`).
+    pub touch: Option<RelTime>,
+}
+
+/// A meta arithmetic's result: the new value, CAS and expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// The number now stored.
+    pub value: u64,
+    /// Its item's CAS.
+    pub cas: u64,
+    /// Its item's expiry.
+    pub exptime: RelTime,
 }
 
 impl<B: super::Bytes> Item<B> {
@@ -180,6 +209,51 @@ impl<B: super::Bytes> Store<B> {
         })
     }
 
+    /// memcached's meta arithmetic: [`Store::arithmetic`] with a CAS to compare and an expiry
+    /// to set, in the same one write.
+    pub fn meta_arithmetic(&self, key: &[u8], d: &Delta) -> Result<Counted, Error> {
+        let now = self.now();
+        let mut hit = false;
+        let mut value = 0;
+        let result = self.write(key, |current| {
+            let (new, flags, exptime) = match current {
+                Current::Live(old) if d.cas != 0 && old.cas() != d.cas => {
+                    return Err(Error::Exists)
+                }
+                Current::Live(old) => {
+                    hit = true;
+                    let v = parse_decimal(old.value()).ok_or(Error::NotNumeric)?;
+                    let new = if d.incr {
+                        v.wrapping_add(d.delta)
+                    } else {
+                        v.saturating_sub(d.delta)
+                    };
+                    (new, old.flags(), d.touch.unwrap_or(old.exptime()))
+                }
+                Current::Absent | Current::Dead => {
+                    let (initial, exptime) = d.create.ok_or(Error::NotFound)?;
+                    (initial, 0, exptime)
+                }
+            };
+            value = new;
+            self.check(key, 20)?;
+            let item = Item::new(key, new.to_string().as_bytes(), flags, exptime);
+            Ok(self.stamp(PayloadArc::new(item), now))
+        });
+        let counter = match (d.incr, hit) {
+            (true, true) => Counter::IncrHits,
+            (true, false) => Counter::IncrMisses,
+            (false, true) => Counter::DecrHits,
+            (false, false) => Counter::DecrMisses,
+        };
+        self.counters.add(counter, 1);
+        result.map(|item| Counted {
+            value,
+            cas: item.cas(),
+            exptime: item.exptime(),
+        })
+    }
+
     /// `md … I`: replaces `key`'s live item (if its CAS is `cas`, or any with 0) by a stale
     /// copy with a new CAS (and expiry `exptime`, when given), which starts a new token period.
     /// Returns the new CAS.
@@ -272,6 +346,40 @@ mod tests {
         let item = store.get(b"k").unwrap();
         assert_eq!(item.note_access(store.now()), (true, 1005));
         assert_eq!(store.meta_get(b"k", &quiet).unwrap().idle, 0);
+    }
+
+    #[test]
+    fn arithmetic_with_cas_and_ttl() {
+        let (store, _) = store();
+        let cas = set(&store, b"n", b"10", 0);
+        let d = |cas, touch| Delta {
+            incr: true,
+            delta: 1,
+            create: None,
+            cas,
+            touch,
+        };
+        assert_eq!(
+            store.meta_arithmetic(b"n", &d(cas + 1, None)),
+            Err(Error::Exists)
+        );
+        let done = store.meta_arithmetic(b"n", &d(cas, Some(1100))).unwrap();
+        assert_eq!((done.value, done.exptime), (11, 1100));
+        assert!(done.cas > cas);
+        assert_eq!(
+            store.meta_arithmetic(b"n", &d(0, None)).unwrap().exptime,
+            1100
+        );
+        let create = Delta {
+            create: Some((7, 1050)),
+            ..d(5, None)
+        };
+        let made = store.meta_arithmetic(b"m", &create).unwrap();
+        assert_eq!((made.value, made.exptime), (7, 1050));
+        assert_eq!(
+            store.meta_arithmetic(b"x", &d(0, None)),
+            Err(Error::NotFound)
+        );
     }
 
     #[test]

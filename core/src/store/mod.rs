@@ -23,7 +23,7 @@ mod meta;
 mod stats;
 
 pub use item::{Bytes, Item, ItemRef, RelTime, ITEM_OVERHEAD};
-pub use meta::{Fetch, Fetched, Token};
+pub use meta::{Counted, Delta, Fetch, Fetched, Token};
 pub use stats::Stats;
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};

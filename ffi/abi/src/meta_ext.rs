@@ -24,6 +24,20 @@ pub const CMD_META_INVALIDATE: u8 = 0xe9;
 /// Answer: SUCCESS with the new CAS, KEY_ENOENT, KEY_EEXISTS or E2BIG.
 pub const CMD_META_SET_INVALID: u8 = 0xea;
 
+/// Meta arithmetic with a CAS compare and a TTL update. Extras (40 bytes): `ARITH_*` bits, 3
+/// bytes zero, the expiry of an item created on a miss, the expiry to set on success, 4 bytes
+/// zero, the delta, the initial value, the CAS to compare (0: any). Answer: SUCCESS with
+/// extras of the magic and the item's expiry in server time (4), the new value as an 8-byte
+/// body and the CAS; or KEY_ENOENT, KEY_EEXISTS, DELTA_BADVAL (not a number).
+pub const CMD_META_ARITHMETIC: u8 = 0xeb;
+
+/// Increment (else decrement).
+pub const ARITH_INCR: u8 = 1;
+/// Create the item on a miss.
+pub const ARITH_CREATE: u8 = 2;
+/// Set the expiry on success.
+pub const ARITH_TOUCH: u8 = 4;
+
 /// Create an empty item on a miss.
 pub const GET_VIVIFY: u8 = 1;
 /// Ask for the recache token below a remaining TTL.

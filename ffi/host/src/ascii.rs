@@ -155,7 +155,7 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
                     }
                     Ok(r) if verb == b"mg" => meta::get(peer, &mut s.out, &mut s.scratch, &r),
                     Ok(r) if verb == b"md" => meta::delete(peer, s.out.tail(), &mut s.scratch, &r),
-                    Ok(r) => meta::arithmetic(peer, s.out.tail(), &r),
+                    Ok(r) => meta::arithmetic(peer, s.out.tail(), &mut s.scratch, &r),
                 }
             }
         };

@@ -5,10 +5,10 @@
 //! token (`T30`, `Oabc`). The answer's flags follow the request's order. A flag is served only
 //! by one engine call: v1's `get`, binary GAT through `unknown_command` (`T`), `store` with a
 //! CAS and a mode (`ms`), `remove` with a CAS (`md`), `arithmetic` with create, initial value
-//! and TTL (`ma`); or, for stale items, the recache token and access times (`mg` `h l N R`, `md
-//! I`, `ms I`), our engines' private opcodes ([`mcb_abi::meta_ext`]). An engine that lacks what a
-//! flag needs gets [`UNSUPPORTED`], never a guess; so does a flag no single call can answer
-//! (`ma` `C`, `T`, `t`). `P` and `L` (proxy hints) are ignored, as memcached ignores them; `u`
+//! and TTL (`ma`); or, for stale items, the recache token, access times and arithmetic with a
+//! CAS or a TTL (`mg` `h l N R`, `md I`, `ms I`, `ma C T t`), our engines' private opcodes
+//! ([`mcb_abi::meta_ext`]). An engine that lacks what a flag needs gets [`UNSUPPORTED`], never
+//! a guess. `P` and `L` (proxy hints) are ignored, as memcached ignores them; `u`
 //! (no LRU bump) leaves the access marks alone and changes nothing else.
 //!
 //! The text of the protocol's error lines follows memcached 1.6.18's answers to the same
@@ -74,7 +74,7 @@ pub const MD: Verb = Verb {
 
 pub const MA: Verb = Verb {
     allowed: b"bCNJDTMqtcvkOPL",
-    unsupported: b"CTt",
+    unsupported: b"",
     invalid: "CLIENT_ERROR invalid or duplicate flag",
     duplicate: "CLIENT_ERROR invalid or duplicate flag",
     bad_number: |_| "CLIENT_ERROR invalid or duplicate flag",
@@ -590,12 +590,13 @@ fn status_rc(status: u16) -> Result<(), ENGINE_ERROR_CODE> {
         PROTOCOL_BINARY_RESPONSE_NOT_STORED => ENGINE_NOT_STORED,
         PROTOCOL_BINARY_RESPONSE_E2BIG => ENGINE_E2BIG,
         PROTOCOL_BINARY_RESPONSE_ENOMEM => ENGINE_ENOMEM,
+        PROTOCOL_BINARY_RESPONSE_DELTA_BADVAL => ENGINE_EINVAL,
         _ => ENGINE_FAILED,
     })
 }
 
 /// `ma <key> <flag>*`: incr or decr, creating the item on a miss with `N`.
-pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, r: &Request) -> Flow {
+pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Request) -> Flow {
     let incr = match r.token(b'M') {
         None | Some(b"I" | b"+") => true,
         Some(b"D" | b"-") => false,
@@ -610,6 +611,10 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, r: &Request) -> Flow {
         (Ok(n), Ok(j), Ok(d)) => (n, j.unwrap_or(0), d.unwrap_or(1)),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return say_error(out, e),
     };
+    let (cas_in, touch) = match (r.number::<u64>(b'C'), r.number::<libc::time_t>(b'T')) {
+        (Ok(c), Ok(t)) => (c.unwrap_or(0), t),
+        (Err(e), _) | (_, Err(e)) => return say_error(out, e),
+    };
     let a = Arith {
         incr,
         create: create.is_some(),
@@ -618,14 +623,43 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, r: &Request) -> Flow {
         exptime: create.map_or(0, to_rel_time),
     };
     let engine = peer.engine();
-    let (mut cas, mut result) = (0, 0);
-    let rc =
-        peer.retry(|| ok(engine.arithmetic(&peer.cookie, &r.key, &a, &mut cas, &mut result, 0)));
+    let (mut cas, mut result, mut ttl) = (0, 0, None);
+    let rc = if cas_in != 0 || touch.is_some() || r.has(b't') {
+        // A CAS, a TTL to set or to report: our engines' private opcode.
+        let mut x = [0u8; 40];
+        x[0] = if incr { ARITH_INCR } else { 0 };
+        if let Some(n) = create {
+            x[0] |= ARITH_CREATE;
+            x[4..8].copy_from_slice(&wire_exptime(n).to_be_bytes());
+        }
+        if let Some(t) = touch {
+            x[0] |= ARITH_TOUCH;
+            x[8..12].copy_from_slice(&wire_exptime(t).to_be_bytes());
+        }
+        x[16..24].copy_from_slice(&delta.to_be_bytes());
+        x[24..32].copy_from_slice(&initial.to_be_bytes());
+        x[32..].copy_from_slice(&cas_in.to_be_bytes());
+        ours(call(peer, scratch, CMD_META_ARITHMETIC, &x, &r.key, &[])).and_then(|a| {
+            status_rc(a.status)?;
+            match (a.ext.get(4..8), <[u8; 8]>::try_from(&a.value[..])) {
+                (Some(&[e0, e1, e2, e3]), Ok(number)) => {
+                    cas = a.cas;
+                    result = u64::from_be_bytes(number);
+                    ttl = Some(ttl_of(u32::from_be_bytes([e0, e1, e2, e3])));
+                    Ok(())
+                }
+                _ => Err(ENGINE_FAILED),
+            }
+        })
+    } else {
+        peer.retry(|| ok(engine.arithmetic(&peer.cookie, &r.key, &a, &mut cas, &mut result, 0)))
+    };
     let code = match rc {
         Ok(()) if r.quiet() => return Flow::Continue,
         Ok(()) => {
             let known = Known {
                 cas: Some(cas),
+                ttl,
                 ..Known::default()
             };
             if r.has(b'v') {

@@ -7,7 +7,7 @@ use super::Store;
 use crate::abi::*;
 use crate::meta_ext::*;
 use crate::wire::Packet;
-use mcb_core::store::{Fetch, StoreOp, Token, KEY_MAX};
+use mcb_core::store::{Delta, Fetch, StoreOp, Token, KEY_MAX};
 
 /// How an answer goes back: extras, body, status, CAS.
 pub(crate) type Send<'a> = &'a dyn Fn(&[u8], &[u8], u16, u64) -> ENGINE_ERROR_CODE;
@@ -21,7 +21,7 @@ fn answer(send: Send, status: u16, cas: u64) -> ENGINE_ERROR_CODE {
 pub(crate) fn is_meta(opcode: u8) -> bool {
     matches!(
         opcode,
-        CMD_META_GET | CMD_META_INVALIDATE | CMD_META_SET_INVALID
+        CMD_META_GET | CMD_META_INVALIDATE | CMD_META_SET_INVALID | CMD_META_ARITHMETIC
     )
 }
 
@@ -38,7 +38,12 @@ pub(crate) fn command(
 ) -> ENGINE_ERROR_CODE {
     let key = request.key;
     let x = request.extras;
-    if x.len() != 16 || key.is_empty() || key.len() > KEY_MAX {
+    let extlen = if request.opcode == CMD_META_ARITHMETIC {
+        40
+    } else {
+        16
+    };
+    if x.len() != extlen || key.is_empty() || key.len() > KEY_MAX {
         return send(&[], &[], PROTOCOL_BINARY_RESPONSE_EINVAL, 0);
     }
     let exptime = |at| host.realtime(libc::time_t::from(word(x, at)));
@@ -79,6 +84,26 @@ pub(crate) fn command(
                 item.cas(),
             )
         }
+        CMD_META_ARITHMETIC => {
+            let long = |at: usize| u64::from_be_bytes(x[at..at + 8].try_into().expect("in extras"));
+            let d = Delta {
+                incr: x[0] & ARITH_INCR != 0,
+                delta: long(16),
+                create: (x[0] & ARITH_CREATE != 0).then(|| (long(24), exptime(4))),
+                cas: long(32),
+                touch: (x[0] & ARITH_TOUCH != 0).then(|| exptime(8)),
+            };
+            match store.meta_arithmetic(key, &d) {
+                Ok(done) => {
+                    let mut ext = [0; 8];
+                    ext[..4].copy_from_slice(&ANSWER_MAGIC);
+                    ext[4..].copy_from_slice(&done.exptime.to_be_bytes());
+                    let value = done.value.to_be_bytes();
+                    send(&ext, &value, PROTOCOL_BINARY_RESPONSE_SUCCESS, done.cas)
+                }
+                Err(e) => answer(send, status(&e), 0),
+            }
+        }
         CMD_META_INVALIDATE => {
             let exptime = (x[12] & INVALIDATE_SET_EXPTIME != 0).then(|| exptime(8));
             stored(store.invalidate(key, cas, exptime))
@@ -106,6 +131,7 @@ fn status(e: &mcb_core::store::Error) -> u16 {
         Error::NotStored => PROTOCOL_BINARY_RESPONSE_NOT_STORED,
         Error::TooBig => PROTOCOL_BINARY_RESPONSE_E2BIG,
         Error::NoMemory => PROTOCOL_BINARY_RESPONSE_ENOMEM,
+        Error::NotNumeric => PROTOCOL_BINARY_RESPONSE_DELTA_BADVAL,
         _ => PROTOCOL_BINARY_RESPONSE_EINVAL,
     }
 }
