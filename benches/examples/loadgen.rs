@@ -4,13 +4,15 @@
 //! p50/p99 latency in microseconds. `ffi/host/tests/bench.sh` runs it against Debian's memcached
 //! and mcb-memcached and prints the ratios. With `--multi N` every request is a pipelined
 //! multi-get instead: N GETKQ and a NOOP, as binary clients send one (each key counts as an
-//! operation; the latency is the whole request's).
+//! operation; the latency is the whole request's). With `--meta 1` the mix speaks memcached
+//! 1.6's meta commands instead: `mg <key> v f t` and `ms <key> <len> T0`.
 //!
 //!     cargo run --release -p mcb-benches --example loadgen -- \
-//!         --port 11211 --conns 8 --secs 5 --get-ratio 0.9 --keys 10000 --value 100 [--multi 100]
+//!         --port 11211 --conns 8 --secs 5 --get-ratio 0.9 --keys 10000 --value 100 \
+//!         [--multi 100 | --meta 1]
 
 use mcb_benches::Rng;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,7 @@ struct Args {
     keys: u64,
     value: usize,
     multi: usize,
+    meta: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -33,6 +36,7 @@ fn parse() -> Result<Args, String> {
         keys: 10_000,
         value: 100,
         multi: 0,
+        meta: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -48,6 +52,7 @@ fn parse() -> Result<Args, String> {
             "--keys" => a.keys = value.parse().map_err(|_| bad())?,
             "--value" => a.value = value.parse().map_err(|_| bad())?,
             "--multi" => a.multi = value.parse().map_err(|_| bad())?,
+            "--meta" => a.meta = value != "0",
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -87,6 +92,35 @@ fn response(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<u16> {
     buf.resize(bodylen, 0);
     s.read_exact(buf)?;
     Ok(u16::from_be_bytes([h[6], h[7]]))
+}
+
+/// Writes a meta get (`mg <key> v f t`) or meta set (`ms <key> <len> T0`) into `buf`.
+fn meta_request(buf: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    buf.clear();
+    buf.extend_from_slice(if value.is_some() { b"ms " } else { b"mg " });
+    buf.extend_from_slice(key);
+    match value {
+        Some(v) => {
+            let _ = write!(buf, " {} T0\r\n", v.len());
+            buf.extend_from_slice(v);
+            buf.extend_from_slice(b"\r\n");
+        }
+        None => buf.extend_from_slice(b" v f t\r\n"),
+    }
+}
+
+/// Reads one meta answer (a `VA` line's value too); whether it was `HD`, `VA` or `EN`.
+fn meta_response(r: &mut BufReader<TcpStream>, line: &mut Vec<u8>) -> std::io::Result<bool> {
+    line.clear();
+    r.read_until(b'\n', line)?;
+    if let Some(rest) = line.strip_prefix(b"VA ") {
+        let len = rest.iter().take_while(|b| b.is_ascii_digit());
+        let len = len.fold(0usize, |n, &d| n * 10 + usize::from(d - b'0'));
+        let mut value = vec![0; len + 2];
+        r.read_exact(&mut value)?;
+        return Ok(true);
+    }
+    Ok(line.starts_with(b"HD") || line.starts_with(b"EN"))
 }
 
 fn key(buf: &mut Vec<u8>, n: u64) {
@@ -151,6 +185,23 @@ fn run(a: &Args, seed: u64, deadline: Instant) -> std::io::Result<Vec<u32>> {
     let mut rng = Rng(seed | 1);
     let mut lat = Vec::with_capacity(1 << 20);
     let threshold = (a.get_ratio * u64::MAX as f64) as u64;
+    if a.meta {
+        let mut r = BufReader::new(s.try_clone()?);
+        while Instant::now() < deadline {
+            key(&mut k, rng.next_u64() % a.keys);
+            let get = rng.next_u64() < threshold;
+            meta_request(&mut out, &k, (!get).then_some(&value[..]));
+            let start = Instant::now();
+            s.write_all(&out)?;
+            let answered = meta_response(&mut r, &mut inp)?;
+            lat.push(start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+            if !answered {
+                let text = String::from_utf8_lossy(&inp);
+                return Err(std::io::Error::other(format!("answer {text:?}")));
+            }
+        }
+        return Ok(lat);
+    }
     while Instant::now() < deadline {
         key(&mut k, rng.next_u64() % a.keys);
         let get = rng.next_u64() < threshold;

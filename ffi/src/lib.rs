@@ -10,7 +10,7 @@
 //! `mcb_abi`, which a host uses without any of this; it is re-exported here under the same
 //! paths, so engine code reads `crate::abi::*` as before.
 
-pub use mcb_abi::{abi, boundary, engine_lib};
+pub use mcb_abi::{abi, boundary, engine_lib, meta_ext};
 pub mod bucket_engine;
 mod host_api;
 pub mod storage;

@@ -61,6 +61,9 @@ pub struct Item<B = Box<[u8]>> {
     stored_at: AtomicU32,
     /// The store's sequence number for it (its CAS when CAS is on), for immediate flushes.
     seq: AtomicU64,
+    /// The meta commands' state (`super::meta`): stale, recache token handed out, fetched,
+    /// and the last access time.
+    pub(crate) stampede: AtomicU32,
 }
 
 impl<B: Bytes> Item<B> {
@@ -94,6 +97,7 @@ impl<B: Bytes> Item<B> {
             cas: AtomicU64::new(0),
             stored_at: AtomicU32::new(0),
             seq: AtomicU64::new(0),
+            stampede: AtomicU32::new(0),
         }
     }
 

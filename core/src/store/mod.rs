@@ -19,9 +19,11 @@
 //!   can be stored while eviction is on.
 
 mod item;
+mod meta;
 mod stats;
 
 pub use item::{Bytes, Item, ItemRef, RelTime, ITEM_OVERHEAD};
+pub use meta::{Counted, Delta, Fetch, Fetched, Token};
 pub use stats::Stats;
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};

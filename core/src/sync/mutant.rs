@@ -60,6 +60,8 @@ pub enum Mutant {
     StoreTagsAfterWrite,
     /// `Cache::set` does not bump the key's generation.
     SetSkipsBump,
+    /// The recache token is checked, then taken, in two steps instead of one read-modify-write.
+    TokenCheckThenTake,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.

@@ -1,6 +1,7 @@
-//! memcached's ASCII protocol: get/gets, set/add/replace/append/prepend/cas, delete,
-//! incr/decr, touch (through the engine's `unknown_command` as binary TOUCH 0x1c, when the
-//! engine implements it), stats, flush_all, version, verbosity, quit. A connection is a state
+//! memcached's ASCII protocol: get/gets, gat/gats and touch (through the engine's
+//! `unknown_command` as binary GAT 0x1d and TOUCH 0x1c, when the engine implements them),
+//! set/add/replace/append/prepend/cas, delete, incr/decr, stats, flush_all, version,
+//! verbosity, quit, and the meta commands ([`crate::meta`]; `ms` data arrives as a set's). A connection is a state
 //! machine ([`Pending`]) its worker steps ([`step`]): a command runs once its line is buffered;
 //! item data is copied into the allocated item as it arrives and must end in `\r\n`; a get
 //! serves its keys as the output has room, large values written from the held items. Flags are
@@ -13,53 +14,14 @@ use crate::codec::KEY_MAX;
 use crate::counters::Stat;
 use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
 use crate::io::COPY_MAX;
+use crate::meta;
 use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
+use crate::text::{error_line, number, reply, tokenize, BAD_FORMAT};
 use mcb_abi::abi::*;
 use std::io::Write;
 
 /// Longest command line (long multi-key gets included).
 const MAX_LINE: usize = 64 * 1024;
-/// Most tokens a command line may have (keys of a get beyond it are still served: see `get`).
-const MAX_TOKENS: usize = 24;
-
-const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
-
-fn reply(out: &mut Vec<u8>, line: &str) {
-    out.extend_from_slice(line.as_bytes());
-    out.extend_from_slice(b"\r\n");
-}
-
-/// memcached's line for an engine error.
-fn error_line(rc: ENGINE_ERROR_CODE) -> &'static str {
-    match rc {
-        ENGINE_ENOMEM => "SERVER_ERROR out of memory",
-        ENGINE_TMPFAIL => "SERVER_ERROR temporary failure",
-        ENGINE_ENOTSUP => "SERVER_ERROR not supported",
-        ENGINE_NOT_MY_VBUCKET => "SERVER_ERROR not my vbucket",
-        ENGINE_E2BIG => "SERVER_ERROR object too large for cache",
-        ENGINE_EACCESS => "SERVER_ERROR access denied",
-        ENGINE_EINVAL => "CLIENT_ERROR invalid arguments",
-        _ => "SERVER_ERROR unhandled error",
-    }
-}
-
-/// Splits a command line at spaces.
-fn tokenize(line: &[u8]) -> ([&[u8]; MAX_TOKENS], usize) {
-    let mut tokens: [&[u8]; MAX_TOKENS] = [&[]; MAX_TOKENS];
-    let mut n = 0;
-    for t in line.split(|&b| b == b' ').filter(|t| !t.is_empty()) {
-        if n == MAX_TOKENS {
-            break;
-        }
-        tokens[n] = t;
-        n += 1;
-    }
-    (tokens, n)
-}
-
-fn number<T: std::str::FromStr>(token: &[u8]) -> Option<T> {
-    std::str::from_utf8(token).ok()?.parse().ok()
-}
 
 /// Where a connection is within the ASCII protocol between steps.
 #[derive(Debug, Default)]
@@ -68,11 +30,12 @@ pub enum Pending {
     #[default]
     Idle,
     /// A get whose line is the first `end` buffered bytes (consumed when it ends), served up
-    /// to byte `next` of the line.
+    /// to byte `next` of the line; a gat/gats touches each key with `touch`.
     Get {
         end: usize,
         next: usize,
         with_cas: bool,
+        touch: Option<u32>,
     },
     /// A storage command's data arriving into its item.
     Data(Box<Fill>),
@@ -112,7 +75,8 @@ pub fn step(s: &mut Session, p: &mut Pending) -> Step {
             end,
             next,
             with_cas,
-        } => get(s, p, end, next, with_cas),
+            touch,
+        } => get(s, p, end, next, with_cas, touch),
         Pending::Data(fill) => data(s, p, fill),
         Pending::Store(fill) => store(s, p, fill),
         Pending::Swallow(n) => match s.input.discard(n) {
@@ -164,24 +128,73 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         b"cas" => Some(OPERATION_CAS),
         _ => None,
     };
-    if let Some(op) = storage {
-        return allocate(s, p, end, op);
+    if storage.is_some() || verb == b"ms" {
+        return allocate(s, p, end, storage);
     }
+    if let (b"mg" | b"md" | b"ma" | b"me", [_, key, flags @ ..]) = (verb, tokens) {
+        let flow = match verb {
+            _ if tokens.len() >= meta::TOO_MANY_TOKENS => {
+                reply(out, "CLIENT_ERROR options flags are too long");
+                Flow::Continue
+            }
+            b"me" if !flags.is_empty() || key.len() > KEY_MAX => {
+                reply(out, BAD_FORMAT);
+                Flow::Continue
+            }
+            b"me" => meta::debug(peer, out, key),
+            _ => {
+                let kind = match verb {
+                    b"mg" => &meta::MG,
+                    b"md" => &meta::MD,
+                    _ => &meta::MA,
+                };
+                match meta::parse(kind, key, flags) {
+                    Err(line) => {
+                        reply(out, line);
+                        Flow::Continue
+                    }
+                    Ok(r) if verb == b"mg" => meta::get(peer, &mut s.out, &mut s.scratch, &r),
+                    Ok(r) if verb == b"md" => meta::delete(peer, s.out.tail(), &mut s.scratch, &r),
+                    Ok(r) => meta::arithmetic(peer, s.out.tail(), &mut s.scratch, &r),
+                }
+            }
+        };
+        return finish(s, mark, end, flow);
+    }
+    let gat = match (verb, tokens) {
+        (b"gat" | b"gats", [_, exptime, ..]) => match number::<libc::time_t>(exptime) {
+            Some(t) => Some(meta::wire_exptime(t)),
+            None => {
+                reply(out, "CLIENT_ERROR invalid exptime argument");
+                s.input.consume(end + 1);
+                return Step::Done;
+            }
+        },
+        _ => None,
+    };
     let with_cas = match verb {
         b"get" | b"bget" => Some(false),
         b"gets" => Some(true),
+        b"gat" if gat.is_some() => Some(false),
+        b"gats" if gat.is_some() => Some(true),
         _ => None,
     };
     if let Some(with_cas) = with_cas {
-        let keys = line.split(|&b| b == b' ').filter(|t| !t.is_empty()).skip(1);
-        if keys.clone().next().is_none() || keys.clone().any(|k| k.len() > KEY_MAX) {
+        // gat and gats: the keys follow the expiration time (and may be none).
+        let skip = 1 + usize::from(gat.is_some());
+        let keys = line
+            .split(|&b| b == b' ')
+            .filter(|t| !t.is_empty())
+            .skip(skip);
+        if (gat.is_none() && keys.clone().next().is_none())
+            || keys.clone().any(|k| k.len() > KEY_MAX)
+        {
             reply(out, BAD_FORMAT);
             s.input.consume(end + 1);
             return Step::Done;
         }
-        // The keys start after the verb.
-        let next = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
-        return get(s, p, end, next, with_cas);
+        let next = after_tokens(line, skip);
+        return get(s, p, end, next, with_cas, gat);
     }
     let flow = match verb {
         b"delete" => delete(peer, tokens, out),
@@ -205,13 +218,22 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         b"stats" => stats(peer, tokens, out),
         b"verbosity" => verbosity(tokens, out),
         b"quit" => Flow::Close,
+        b"mn" if tokens.len() == 1 => {
+            reply(out, "MN");
+            Flow::Continue
+        }
         _ => {
             reply(out, "ERROR");
             Flow::Continue
         }
     };
-    if peer.take_parked() {
-        // The command runs again, whole, once the engine notifies.
+    finish(s, mark, end, flow)
+}
+
+/// Ends a one-line command: it consumes its line, unless it parked (then it runs again, whole,
+/// once the engine notifies, and what it wrote so far is dropped).
+fn finish(s: &mut Session, mark: usize, end: usize, flow: Flow) -> Step {
+    if s.peer.take_parked() {
         s.out.truncate(mark);
         return Step::Parked;
     }
@@ -220,6 +242,22 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         Flow::Continue => Step::Done,
         Flow::Close => Step::Close,
     }
+}
+
+/// Where the `n`th token of `line` ends.
+fn after_tokens(line: &[u8], n: usize) -> usize {
+    let mut at = 0;
+    for _ in 0..n {
+        at += line[at..]
+            .iter()
+            .position(|&b| b != b' ')
+            .unwrap_or(line.len() - at);
+        at += line[at..]
+            .iter()
+            .position(|&b| b == b' ')
+            .unwrap_or(line.len() - at);
+    }
+    at
 }
 
 /// Whether the last token asks for no reply.
@@ -238,7 +276,14 @@ fn say(out: &mut Vec<u8>, quiet: bool, line: &str) -> Flow {
 /// Serves a get's keys from byte `next` of its line until the line ends (then `END`) or the
 /// output is full (then the rest waits in `p` for the socket to drain). A hit's value is held
 /// in the output, not copied, when it is large.
-fn get(s: &mut Session, p: &mut Pending, end: usize, mut next: usize, with_cas: bool) -> Step {
+fn get(
+    s: &mut Session,
+    p: &mut Pending,
+    end: usize,
+    mut next: usize,
+    with_cas: bool,
+    touch: Option<u32>,
+) -> Step {
     let peer = &s.peer;
     let engine = peer.engine();
     loop {
@@ -257,16 +302,33 @@ fn get(s: &mut Session, p: &mut Pending, end: usize, mut next: usize, with_cas: 
                 end,
                 next,
                 with_cas,
+                touch,
             };
             return Step::More;
         }
-        let item = match peer.retry(|| engine.get(&peer.cookie, key, 0)) {
+        let found = match touch {
+            None => peer
+                .retry(|| engine.get(&peer.cookie, key, 0))
+                .map(Held::Item),
+            Some(exptime) => match meta::get_and_touch(peer, &mut s.scratch, key, exptime) {
+                Ok(Some(hit)) => Ok(Held::Copied(hit)),
+                Ok(None) => Err(ENGINE_KEY_ENOENT),
+                Err(ENGINE_ENOTSUP) => {
+                    reply(s.out.tail(), meta::UNSUPPORTED);
+                    s.input.consume(end + 1);
+                    return Step::Done;
+                }
+                Err(rc) => Err(rc),
+            },
+        };
+        let item = match found {
             Err(ENGINE_EWOULDBLOCK) => {
                 peer.take_parked();
                 *p = Pending::Get {
                     end,
                     next,
                     with_cas,
+                    touch,
                 };
                 return Step::Parked;
             }
@@ -285,29 +347,49 @@ fn get(s: &mut Session, p: &mut Pending, end: usize, mut next: usize, with_cas: 
             }
         };
         peer.count(Stat::CmdGet);
-        let Some(value) = Value::of(item) else {
-            reply(s.out.tail(), "SERVER_ERROR failed to get item details");
-            s.input.consume(end + 1);
-            return Step::Done;
+        let value = match item {
+            Held::Item(item) => match Value::of(item) {
+                Some(value) => Ok(value),
+                None => {
+                    reply(s.out.tail(), "SERVER_ERROR failed to get item details");
+                    s.input.consume(end + 1);
+                    return Step::Done;
+                }
+            },
+            Held::Copied(hit) => Err(hit),
         };
         peer.count(Stat::GetHits);
-        let info = value.info();
+        let (flags, nbytes, cas) = match &value {
+            Ok(value) => {
+                let info = value.info();
+                (u32::from_be(info.flags()), info.nbytes(), info.cas())
+            }
+            Err(hit) => (hit.flags, hit.value.len(), hit.cas),
+        };
         let out = s.out.tail();
         out.extend_from_slice(b"VALUE ");
         out.extend_from_slice(key);
-        let _ = write!(out, " {} {}", u32::from_be(info.flags()), info.nbytes());
+        let _ = write!(out, " {flags} {nbytes}");
         if with_cas {
-            let _ = write!(out, " {}", info.cas());
+            let _ = write!(out, " {cas}");
         }
         out.extend_from_slice(b"\r\n");
-        if value.len() <= COPY_MAX {
-            value.value().for_each(|piece| out.extend_from_slice(piece));
-        } else {
-            s.out.push_value(value);
+        match value {
+            Ok(value) if value.len() <= COPY_MAX => {
+                value.value().for_each(|piece| out.extend_from_slice(piece))
+            }
+            Ok(value) => s.out.push_value(value),
+            Err(hit) => out.extend_from_slice(&hit.value),
         }
         s.out.tail().extend_from_slice(b"\r\n");
         next += skip + key.len();
     }
+}
+
+/// A get's hit: the engine's item, or what a get-and-touch copied.
+enum Held<'e> {
+    Item(Item<'e>),
+    Copied(meta::Touched),
 }
 
 /// The parsed storage command line.
@@ -318,6 +400,8 @@ struct StoreLine {
     bytes: usize,
     cas: u64,
     quiet: bool,
+    /// An `ms` line (kept to word its answer).
+    meta: Option<Box<[u8]>>,
 }
 
 fn parse_store(tokens: &[&[u8]], op: StoreOp) -> Result<StoreLine, &'static str> {
@@ -346,35 +430,79 @@ fn parse_store(tokens: &[&[u8]], op: StoreOp) -> Result<StoreLine, &'static str>
         bytes,
         cas,
         quiet: tokens.len() == base + 1 && noreply(tokens),
+        meta: None,
     })
 }
 
-/// A storage command's line: allocates its item (the data then arrives into it).
-fn allocate(s: &mut Session, p: &mut Pending, end: usize, op: StoreOp) -> Step {
+/// A storage line, its operation and its key.
+type Parsed<'a> = (StoreLine, StoreOp, std::borrow::Cow<'a, [u8]>);
+
+/// An `ms` line as a storage line; a complaint and how many data bytes to drop after it (none
+/// when the length is unreadable).
+fn parse_meta_store<'a>(
+    line: &[u8],
+    tokens: &'a [&'a [u8]],
+) -> Result<Parsed<'a>, (&'static str, usize)> {
+    let [_, key, len, flags @ ..] = tokens else {
+        return Err((
+            if tokens.len() < 2 {
+                "ERROR"
+            } else {
+                BAD_FORMAT
+            },
+            0,
+        ));
+    };
+    if tokens.len() >= meta::TOO_MANY_TOKENS {
+        // memcached drops no data after this one: it is read as commands.
+        return Err(("CLIENT_ERROR options flags too long", 0));
+    }
+    let bytes = number::<i32>(len)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or((BAD_FORMAT, 0))?;
+    let r = meta::parse(&meta::MS, key, flags).map_err(|e| (e, bytes + 2))?;
+    let set = meta::set_line(&r).map_err(|e| (e, bytes + 2))?;
+    let line = StoreLine {
+        flags: set.flags,
+        exptime: set.exptime,
+        bytes,
+        cas: set.cas,
+        quiet: false,
+        meta: Some(line.into()),
+    };
+    Ok((line, set.op, r.key))
+}
+
+/// A storage command's line (`op`; `None` for `ms`, whose flags give it): allocates its item
+/// (the data then arrives into it).
+fn allocate(s: &mut Session, p: &mut Pending, end: usize, op: Option<StoreOp>) -> Step {
     let line = &s.input.buffered()[..end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let (tokens, n) = tokenize(line);
     let tokens = &tokens[..n];
     let peer = &s.peer;
     let engine = peer.engine();
-    let line = match parse_store(tokens, op) {
-        Ok(line) => line,
-        Err(text) => {
+    let parsed = match op {
+        Some(op) => parse_store(tokens, op)
+            .map(|l| (l, op, tokens[1].into()))
+            .map_err(|e| (e, 0)),
+        None => parse_meta_store(line, tokens),
+    };
+    let (line, op, key) = match parsed {
+        Ok(parsed) => parsed,
+        Err((text, swallow)) => {
             reply(s.out.tail(), text);
             s.input.consume(end + 1);
-            return Step::Done;
+            if swallow == 0 {
+                return Step::Done;
+            }
+            *p = Pending::Swallow(swallow);
+            return Step::More;
         }
     };
     let exptime = to_rel_time(line.exptime);
-    let allocated = peer.retry(|| {
-        engine.allocate(
-            &peer.cookie,
-            tokens[1],
-            line.bytes,
-            line.flags.to_be(),
-            exptime,
-        )
-    });
+    let allocated =
+        peer.retry(|| engine.allocate(&peer.cookie, &key, line.bytes, line.flags.to_be(), exptime));
     if matches!(allocated, Err(ENGINE_EWOULDBLOCK)) {
         peer.take_parked();
         return Step::Parked;
@@ -450,15 +578,36 @@ fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
     let peer = &s.peer;
     let engine = peer.engine();
     let cas_in = fill.line.cas;
-    engine.item_set_cas(&fill.item, cas_in);
     let mut cas = cas_in;
-    let rc = peer.retry(|| ok(engine.store(&fill.item, &mut cas, fill.op, 0)));
-    let text = match rc.err().unwrap_or(ENGINE_SUCCESS) {
-        ENGINE_EWOULDBLOCK => {
-            peer.take_parked();
-            *p = Pending::Store(fill);
-            return Step::Parked;
+    let invalid = match &fill.line.meta {
+        Some(line) => store_invalid(peer, &mut s.scratch, &fill.item, line),
+        None => None,
+    };
+    let rc = match invalid {
+        Some(stored) => stored.map(|new| cas = new),
+        None => {
+            engine.item_set_cas(&fill.item, cas_in);
+            peer.retry(|| ok(engine.store(&fill.item, &mut cas, fill.op, 0)))
         }
+    };
+    let rc = rc.err().unwrap_or(ENGINE_SUCCESS);
+    if rc == ENGINE_EWOULDBLOCK {
+        peer.take_parked();
+        *p = Pending::Store(fill);
+        return Step::Parked;
+    }
+    if let Some(line) = &fill.line.meta {
+        let (tokens, n) = tokenize(line);
+        let flow = match meta::parse(&meta::MS, tokens[1], &tokens[3..n]) {
+            Ok(r) => meta::set_answer(s.out.tail(), &r, rc, cas),
+            Err(text) => say(s.out.tail(), false, text),
+        };
+        return match flow {
+            Flow::Continue => Step::Done,
+            Flow::Close => Step::Close,
+        };
+    }
+    let text = match rc {
         ENGINE_SUCCESS => "STORED",
         ENGINE_KEY_EEXISTS => "EXISTS",
         ENGINE_KEY_ENOENT => "NOT_FOUND",
@@ -469,6 +618,24 @@ fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
     };
     say(s.out.tail(), fill.line.quiet, text);
     Step::Done
+}
+
+/// An `ms … I` (`line`): stores the filled item's value through our engines' private opcode;
+/// `None` for any other `ms`.
+fn store_invalid(
+    peer: &Peer,
+    scratch: &mut Aligned,
+    item: &Item<'static>,
+    line: &[u8],
+) -> Option<Result<u64, ENGINE_ERROR_CODE>> {
+    let (tokens, n) = tokenize(line);
+    let r = meta::parse(&meta::MS, tokens[1], &tokens[3..n]).ok()?;
+    if !r.has(b'I') {
+        return None;
+    }
+    let set = meta::set_line(&r).ok()?;
+    let value: Vec<u8> = item.info()?.value().flatten().copied().collect();
+    Some(meta::store_invalid(peer, scratch, &r.key, &set, &value))
 }
 
 fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
@@ -552,17 +719,7 @@ fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Aligned
         reply(out, BAD_FORMAT);
         return Flow::Continue;
     };
-    let keylen = (key.len() as u16).to_be_bytes();
-    let bodylen = (4 + key.len() as u32).to_be_bytes();
-    #[rustfmt::skip]
-    let header = [
-        PROTOCOL_BINARY_REQ, PROTOCOL_BINARY_CMD_TOUCH, keylen[0], keylen[1],
-        4, PROTOCOL_BINARY_RAW_BYTES, 0, 0,
-        bodylen[0], bodylen[1], bodylen[2], bodylen[3],
-        0, 0, 0, 0, // opaque
-        0, 0, 0, 0, 0, 0, 0, 0, // cas
-    ];
-    let aligned = scratch.fill(&[&header, &exptime.to_be_bytes(), key]);
+    let aligned = meta::touch_packet(scratch, PROTOCOL_BINARY_CMD_TOUCH, key, exptime);
     peer.open_sink(true, PROTOCOL_BINARY_CMD_TOUCH, 0);
     let engine = peer.engine();
     // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.

@@ -101,6 +101,10 @@ impl Info<'_> {
     pub fn nbytes(&self) -> usize {
         self.raw.info.nbytes as usize
     }
+    /// When the item expires, in server time (0: never).
+    pub fn exptime(&self) -> rel_time_t {
+        self.raw.info.exptime
+    }
     fn pieces(&self) -> impl Iterator<Item = &iovec> + Clone {
         let n = usize::from(self.raw.info.nvalue);
         std::iter::once(&self.raw.info.value[0])

@@ -11,7 +11,8 @@
 //! `options`, `config`, `sasl`, [`counters`], [`codec`] (how answers are encoded); the `api`
 //! tables and [`conn`] (the cookie table and the cookies engine calls take), then [`api`] itself
 //! (the handle pointing at them); [`engine`]; `io` (buffers, streaming held values);
-//! [`session`] (what a protocol handler holds); [`binary`] and [`ascii`]; [`worker`] (the
+//! [`session`] (what a protocol handler holds); `text` (the ASCII lines both command sets share) and
+//! [`meta`] (memcached 1.6's meta commands); [`binary`] and [`ascii`]; [`worker`] (the
 //! event loops); [`server`].
 
 pub mod api;
@@ -23,8 +24,10 @@ pub mod conn;
 pub mod counters;
 pub mod engine;
 pub mod io;
+pub mod meta;
 pub mod options;
 pub mod sasl;
 pub mod server;
 pub mod session;
+pub mod text;
 pub mod worker;

@@ -3,7 +3,8 @@
 # as ratios of operations per second and of p99 latency (ours / theirs), with the loadgen example of benches/
 # (a closed loop: each connection waits for its answer). Mixes: get-heavy (90% gets) and
 # set-heavy (50%) with 2 and 4 client connections per core; get-heavy with 50, 200 and 1,000
-# connections; and pipelined multi-gets of 100 keys a request (binary GETKQ x 100 + NOOP). Each
+# connections; pipelined multi-gets of 100 keys a request (binary GETKQ x 100 + NOOP); and a
+# meta mix (90% `mg <key> v f t`, 10% `ms`, 2 connections per core). Each
 # row also gives each server's CPU time per operation (user + system, from /proc/PID/stat,
 # over the run). Loopback only; every run is bounded.
 #
@@ -99,4 +100,5 @@ for conns in 50 200 1000; do
     row get-heavy "$conns" --get-ratio 0.9
 done
 row multiget $((2 * cores)) --multi 100
+row meta $((2 * cores)) --get-ratio 0.9 --meta 1
 echo "(ratio: ours / memcached's; ops higher is better, p99 and CPU per op lower is better)"

@@ -186,7 +186,11 @@ pub(crate) unsafe extern "C" fn get(
         };
         // A miss writes NULL, as memcached's default engine does (engine tests check it).
         let (found, rc) = match store.get(key) {
-            Some(item) => (to_host(item), ENGINE_SUCCESS),
+            Some(item) => {
+                // What the meta commands' `h` and `l` report.
+                item.note_access(store.now());
+                (to_host(item), ENGINE_SUCCESS)
+            }
             None => (ptr::null_mut(), ENGINE_KEY_ENOENT),
         };
         // SAFETY: checked non-NULL; the host's out-parameter.
@@ -391,6 +395,11 @@ pub(crate) unsafe extern "C" fn unknown_command(
         let send = |ext: &[u8], body: &[u8], status: u16, cas: u64| {
             wire::respond(response, cookie, status, ext, body, cas)
         };
+        if super::meta::is_meta(opcode) {
+            // SAFETY: memcached passes the handle create_instance returned.
+            let host = &unsafe { super::engine(handle) }.expect("has a store").host;
+            return super::meta::command(store, host, &request, &send);
+        }
         match opcode {
             PROTOCOL_BINARY_CMD_TOUCH | PROTOCOL_BINARY_CMD_GAT | PROTOCOL_BINARY_CMD_GATQ => {}
             PROTOCOL_BINARY_CMD_SCRUB => {
@@ -415,7 +424,10 @@ pub(crate) unsafe extern "C" fn unknown_command(
                 send(&[], &[], PROTOCOL_BINARY_RESPONSE_SUCCESS, item.cas())
             }
             (Some(item), _) => send(
-                &item.flags().to_ne_bytes(),
+                &{
+                    item.note_access(store.now());
+                    item.flags().to_ne_bytes()
+                },
                 item.value(),
                 PROTOCOL_BINARY_RESPONSE_SUCCESS,
                 item.cas(),

@@ -17,6 +17,7 @@ mod bytes;
 mod calls;
 mod config;
 mod host;
+mod meta;
 
 use crate::abi::*;
 use crate::boundary::guard;

@@ -1,0 +1,435 @@
+//! memcached 1.6's stampede control, on stored items: an item can be stale (invalidated by
+//! `md … I` or by an `ms … I` with an older CAS, and still served), and the right to recache
+//! it (the "win" token) is handed to one client per stale period.
+//!
+//! The token rule: an item carries a `WON` bit, clear when the item is stored. A fetch that
+//! wants the token (the item is stale, or its TTL fell below the client's `R` threshold, or the
+//! fetch created it with `N`) sets the bit in one read-modify-write and wins if the bit was
+//! clear; every other fetch, while the bit is set, is told someone else won (`Z`). Storing
+//! the key again (a new item) or invalidating it again (a new stale item) starts a new period.
+//! `model-tests/tests/meta.rs` checks under loom that concurrent fetches have one winner.
+//!
+//! The same word keeps what `mg`'s `h` and `l` report: whether the item was fetched before,
+//! and when it was last accessed (the storage engine notes its `get`s and get-and-touches
+//! too, through [`Item::note_access`]).
+
+use super::item::{Item, ItemRef, RelTime};
+use super::stats::Counter;
+use super::{parse_decimal, Current, Error, Store, StoreOp};
+use crate::sync::atomic::Ordering;
+use crate::sync::mutant::{self, Mutant};
+use crate::sync::PayloadArc;
+
+const STALE: u32 = 1;
+const WON: u32 = 2;
+const FETCHED: u32 = 4;
+/// The last access time is kept above the three bits (29 bits: 17 years of server time).
+const ACCESS_SHIFT: u32 = 3;
+
+/// Whether a fetch was handed the recache token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Token {
+    /// The fetch did not ask for it and nobody holds it.
+    None,
+    /// This fetch won it (`W`).
+    Won,
+    /// Another fetch won it earlier in this period (`Z`).
+    Lost,
+}
+
+/// What a meta get asks besides the key.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fetch {
+    /// Create an empty item with this expiry on a miss (`N`), its creator winning the token.
+    pub vivify: Option<RelTime>,
+    /// Want the token when fewer than this many seconds of TTL remain (`R`).
+    pub recache_below: Option<RelTime>,
+    /// Set the expiry first (`T`).
+    pub touch: Option<RelTime>,
+    /// Leave the fetched mark and the access time alone (`u`).
+    pub no_bump: bool,
+}
+
+/// A meta get's hit.
+#[derive(Debug)]
+pub struct Fetched<B: super::Bytes> {
+    /// The live item.
+    pub item: ItemRef<B>,
+    /// It was invalidated (`X`).
+    pub stale: bool,
+    /// The recache token's answer (`W`, `Z`).
+    pub token: Token,
+    /// Whether it had been fetched before this fetch (`h`).
+    pub fetched_before: bool,
+    /// Seconds since its last access before this fetch (`l`).
+    pub idle: RelTime,
+}
+
+/// A meta arithmetic (`ma`): incr or decr by `delta`, creating the item on a miss with `create`
+/// (its value and expiry), comparing the item's CAS with `cas` (0: any) and setting its expiry
+/// to `touch` on success.
+#[derive(Debug, Clone, Copy)]
+pub struct Delta {
+    /// Increment (else decrement, stopping at 0).
+    pub incr: bool,
+    /// How much.
+    pub delta: u64,
+    /// On a miss, create the item with this value and expiry (`N`, `J`).
+    pub create: Option<(u64, RelTime)>,
+    /// Apply only if the item's CAS is this (`C`; 0: any).
+    pub cas: u64,
+    /// Set the expiry on success (`T`).
+    pub touch: Option<RelTime>,
+}
+
+/// A meta arithmetic's result: the new value, CAS and expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// The number now stored.
+    pub value: u64,
+    /// Its item's CAS.
+    pub cas: u64,
+    /// Its item's expiry.
+    pub exptime: RelTime,
+}
+
+impl<B: super::Bytes> Item<B> {
+    /// Whether the item was invalidated (served stale until recached).
+    pub fn is_stale(&self) -> bool {
+        // Relaxed: a flag set before the item is published or by a lone RMW; it orders no data.
+        self.stampede.load(Ordering::Relaxed) & STALE != 0
+    }
+
+    fn mark_stale(&self) {
+        // Relaxed: set before the item is stored (the store's publication carries it).
+        self.stampede.fetch_or(STALE, Ordering::Relaxed);
+    }
+
+    /// Takes the recache token: true for the one caller that found it free.
+    pub fn take_token(&self) -> bool {
+        if mutant::active(Mutant::TokenCheckThenTake) {
+            // Relaxed (both): the broken form the loom model must catch.
+            let bits = self.stampede.load(Ordering::Relaxed);
+            if bits & WON != 0 {
+                return false;
+            }
+            self.stampede.store(bits | WON, Ordering::Relaxed);
+            return true;
+        }
+        // Relaxed: the RMW alone makes one winner (all RMWs of one atomic are totally
+        // ordered); the token publishes no other data.
+        self.stampede.fetch_or(WON, Ordering::Relaxed) & WON == 0
+    }
+
+    fn token_taken(&self) -> bool {
+        // Relaxed: as in `is_stale`.
+        self.stampede.load(Ordering::Relaxed) & WON != 0
+    }
+
+    /// Whether it was fetched before, and when it was last accessed (stored, if never).
+    pub fn access(&self) -> (bool, RelTime) {
+        // Relaxed: statistics of the item; they order nothing.
+        let word = self.stampede.load(Ordering::Relaxed);
+        match word >> ACCESS_SHIFT {
+            0 => (word & FETCHED != 0, self.stored_at()),
+            at => (word & FETCHED != 0, at),
+        }
+    }
+
+    /// Notes a fetch at `now`; what [`Item::access`] said before it. Writes only when the mark
+    /// or the second changes, so a hot item's fetches mostly only read.
+    pub fn note_access(&self, now: RelTime) -> (bool, RelTime) {
+        let before = self.access();
+        let stamp = (now << ACCESS_SHIFT) | FETCHED;
+        if before != (true, now) {
+            // Relaxed (both): as in `access`; the token bits are kept by the RMW.
+            let _ = self
+                .stampede
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                    Some(word & (STALE | WON) | stamp)
+                });
+        }
+        before
+    }
+}
+
+impl<B: super::Bytes> Store<B> {
+    /// memcached's meta get: the live item of `key` (touched first with `fetch.touch`, created
+    /// empty on a miss with `fetch.vivify`), whether it is stale, and the token's answer.
+    pub fn meta_get(&self, key: &[u8], fetch: &Fetch) -> Option<Fetched<B>> {
+        let found = match fetch.touch {
+            Some(exptime) => self.touch(key, exptime),
+            None => self.get(key),
+        };
+        let item = match (found, fetch.vivify) {
+            (Some(item), _) => item,
+            (None, None) => return None,
+            (None, Some(exptime)) => {
+                let stub = self.item(key, b"", 0, exptime).ok()?;
+                stub.take_token();
+                return match self.store(&stub, StoreOp::Add) {
+                    Ok(_) => Some(Fetched {
+                        item: stub,
+                        stale: false,
+                        token: Token::Won,
+                        fetched_before: false,
+                        idle: 0,
+                    }),
+                    // Another client created it first: a hit on theirs.
+                    Err(Error::NotStored) => self.meta_get(key, &Fetch::default()),
+                    Err(_) => None,
+                };
+            }
+        };
+        let stale = item.is_stale();
+        let now = self.now();
+        let (fetched_before, accessed) = if fetch.no_bump {
+            item.access()
+        } else {
+            item.note_access(now)
+        };
+        let expiring = fetch
+            .recache_below
+            .is_some_and(|below| item.exptime() != 0 && item.exptime().saturating_sub(now) < below);
+        let token = if stale || expiring || item.token_taken() {
+            if item.take_token() {
+                Token::Won
+            } else {
+                Token::Lost
+            }
+        } else {
+            Token::None
+        };
+        Some(Fetched {
+            item,
+            stale,
+            token,
+            fetched_before,
+            idle: now.saturating_sub(accessed),
+        })
+    }
+
+    /// memcached's meta arithmetic: [`Store::arithmetic`] with a CAS to compare and an expiry
+    /// to set, in the same one write.
+    pub fn meta_arithmetic(&self, key: &[u8], d: &Delta) -> Result<Counted, Error> {
+        let now = self.now();
+        let mut hit = false;
+        let mut value = 0;
+        let result = self.write(key, now, |current| {
+            let (new, flags, exptime) = match current {
+                Current::Live(old) if d.cas != 0 && old.cas() != d.cas => {
+                    return Err(Error::Exists)
+                }
+                Current::Live(old) => {
+                    hit = true;
+                    let v = parse_decimal(old.value()).ok_or(Error::NotNumeric)?;
+                    let new = if d.incr {
+                        v.wrapping_add(d.delta)
+                    } else {
+                        v.saturating_sub(d.delta)
+                    };
+                    (new, old.flags(), d.touch.unwrap_or(old.exptime()))
+                }
+                Current::Absent | Current::Dead => {
+                    let (initial, exptime) = d.create.ok_or(Error::NotFound)?;
+                    (initial, 0, exptime)
+                }
+            };
+            value = new;
+            self.check(key, 20)?;
+            let item = Item::new(key, new.to_string().as_bytes(), flags, exptime);
+            Ok(self.stamp(PayloadArc::new(item), now))
+        });
+        let counter = match (d.incr, hit) {
+            (true, true) => Counter::IncrHits,
+            (true, false) => Counter::IncrMisses,
+            (false, true) => Counter::DecrHits,
+            (false, false) => Counter::DecrMisses,
+        };
+        self.counters.add(counter, 1);
+        result.map(|item| Counted {
+            value,
+            cas: item.cas(),
+            exptime: item.exptime(),
+        })
+    }
+
+    /// `md … I`: replaces `key`'s live item (if its CAS is `cas`, or any with 0) by a stale
+    /// copy with a new CAS (and expiry `exptime`, when given), which starts a new token period.
+    /// Returns the new CAS.
+    pub fn invalidate(&self, key: &[u8], cas: u64, exptime: Option<RelTime>) -> Result<u64, Error> {
+        let now = self.now();
+        self.write(key, now, |current| match current {
+            Current::Live(old) if cas == 0 || old.cas() == cas => {
+                let exptime = exptime.unwrap_or(old.exptime());
+                let copy = Item::new(key, old.value(), old.flags(), exptime);
+                copy.mark_stale();
+                Ok(self.stamp(PayloadArc::new(copy), now))
+            }
+            Current::Live(_) => Err(Error::Exists),
+            Current::Absent | Current::Dead => Err(Error::NotFound),
+        })
+        .map(|new| new.cas())
+    }
+
+    /// `ms … I C<cas>`: stores `item` if `cas` is the present item's CAS, and also, marked
+    /// stale, if `cas` is older (a late writer's data, served until recached). Returns the new
+    /// CAS.
+    pub fn store_invalid(&self, item: &ItemRef<B>, cas: u64) -> Result<u64, Error> {
+        let now = self.now();
+        self.check(item.key(), item.value().len())?;
+        self.write(item.key(), now, |current| match current {
+            Current::Live(old) if cas <= old.cas() => {
+                if cas < old.cas() {
+                    item.mark_stale();
+                }
+                Ok(self.stamp(item.clone(), now))
+            }
+            Current::Live(_) => Err(Error::Exists),
+            Current::Absent | Current::Dead => Err(Error::NotFound),
+        })
+        .map(|new| new.cas())
+    }
+}
+
+#[cfg(all(test, not(mcb_loom)))]
+mod tests {
+    use super::*;
+    use crate::store::{Config, ManualClock};
+
+    fn store() -> (Store, ManualClock) {
+        let clock = ManualClock::new(1000);
+        let store = Store::new(Config::default(), Box::new(clock.clone())).unwrap();
+        (store, clock)
+    }
+
+    fn set(store: &Store, key: &[u8], value: &[u8], exptime: RelTime) -> u64 {
+        let item = store.item(key, value, 0, exptime).unwrap();
+        store.store(&item, StoreOp::Set).unwrap()
+    }
+
+    #[test]
+    fn vivify_wins_once_then_others_lose() {
+        let (store, _) = store();
+        let vivify = Fetch {
+            vivify: Some(1030),
+            ..Fetch::default()
+        };
+        let first = store.meta_get(b"k", &vivify).unwrap();
+        assert_eq!((first.token, first.item.value()), (Token::Won, &b""[..]));
+        let second = store.meta_get(b"k", &vivify).unwrap();
+        assert_eq!(second.token, Token::Lost);
+        assert_eq!(
+            store.meta_get(b"k", &Fetch::default()).unwrap().token,
+            Token::Lost
+        );
+        // The winner's store starts a new period.
+        set(&store, b"k", b"v", 0);
+        assert_eq!(store.meta_get(b"k", &vivify).unwrap().token, Token::None);
+    }
+
+    #[test]
+    fn fetched_before_and_idle_time() {
+        let (store, clock) = store();
+        set(&store, b"k", b"v", 0);
+        clock.advance(5);
+        let first = store.meta_get(b"k", &Fetch::default()).unwrap();
+        assert_eq!((first.fetched_before, first.idle), (false, 5));
+        clock.advance(3);
+        let quiet = Fetch {
+            no_bump: true,
+            ..Fetch::default()
+        };
+        let peek = store.meta_get(b"k", &quiet).unwrap();
+        assert_eq!((peek.fetched_before, peek.idle), (true, 3));
+        assert_eq!(store.meta_get(b"k", &quiet).unwrap().idle, 3);
+        let item = store.get(b"k").unwrap();
+        assert_eq!(item.note_access(store.now()), (true, 1005));
+        assert_eq!(store.meta_get(b"k", &quiet).unwrap().idle, 0);
+    }
+
+    #[test]
+    fn arithmetic_with_cas_and_ttl() {
+        let (store, _) = store();
+        let cas = set(&store, b"n", b"10", 0);
+        let d = |cas, touch| Delta {
+            incr: true,
+            delta: 1,
+            create: None,
+            cas,
+            touch,
+        };
+        assert_eq!(
+            store.meta_arithmetic(b"n", &d(cas + 1, None)),
+            Err(Error::Exists)
+        );
+        let done = store.meta_arithmetic(b"n", &d(cas, Some(1100))).unwrap();
+        assert_eq!((done.value, done.exptime), (11, 1100));
+        assert!(done.cas > cas);
+        assert_eq!(
+            store.meta_arithmetic(b"n", &d(0, None)).unwrap().exptime,
+            1100
+        );
+        let create = Delta {
+            create: Some((7, 1050)),
+            ..d(5, None)
+        };
+        let made = store.meta_arithmetic(b"m", &create).unwrap();
+        assert_eq!((made.value, made.exptime), (7, 1050));
+        assert_eq!(
+            store.meta_arithmetic(b"x", &d(0, None)),
+            Err(Error::NotFound)
+        );
+    }
+
+    #[test]
+    fn recache_below_a_ttl() {
+        let (store, clock) = store();
+        set(&store, b"k", b"v", 1100);
+        let recache = Fetch {
+            recache_below: Some(30),
+            ..Fetch::default()
+        };
+        assert_eq!(store.meta_get(b"k", &recache).unwrap().token, Token::None);
+        clock.advance(80);
+        assert_eq!(store.meta_get(b"k", &recache).unwrap().token, Token::Won);
+        assert_eq!(store.meta_get(b"k", &recache).unwrap().token, Token::Lost);
+    }
+
+    #[test]
+    fn invalidated_items_are_served_stale_with_one_winner() {
+        let (store, _) = store();
+        let cas = set(&store, b"k", b"v", 0);
+        assert_eq!(store.invalidate(b"k", cas + 1, None), Err(Error::Exists));
+        let new_cas = store.invalidate(b"k", cas, Some(1030)).unwrap();
+        assert!(new_cas > cas);
+        let fetched = store.meta_get(b"k", &Fetch::default()).unwrap();
+        assert!(fetched.stale);
+        assert_eq!(
+            (fetched.token, fetched.item.value()),
+            (Token::Won, &b"v"[..])
+        );
+        assert_eq!(fetched.item.exptime(), 1030);
+        assert_eq!(
+            store.meta_get(b"k", &Fetch::default()).unwrap().token,
+            Token::Lost
+        );
+        assert_eq!(store.invalidate(b"nope", 0, None), Err(Error::NotFound));
+    }
+
+    #[test]
+    fn an_older_cas_stores_stale() {
+        let (store, _) = store();
+        let cas = set(&store, b"k", b"v", 0);
+        let late = store.item(b"k", b"late", 0, 0).unwrap();
+        assert_eq!(store.store_invalid(&late, cas + 1), Err(Error::Exists));
+        let late = store.item(b"k", b"late", 0, 0).unwrap();
+        store.store_invalid(&late, cas - 1).unwrap();
+        let fetched = store.meta_get(b"k", &Fetch::default()).unwrap();
+        assert!(fetched.stale && fetched.item.value() == b"late");
+        let cas = fetched.item.cas();
+        let fresh = store.item(b"k", b"fresh", 0, 0).unwrap();
+        store.store_invalid(&fresh, cas).unwrap();
+        assert!(!store.meta_get(b"k", &Fetch::default()).unwrap().stale);
+    }
+}

@@ -1,0 +1,60 @@
+//! Our engines' private extension for memcached 1.6's meta commands: three binary opcodes that
+//! `mcb-memcached` sends through `unknown_command` to an engine that keeps stale items and a
+//! recache token per item (the built-in storage engine). An engine without them answers
+//! UNKNOWN_COMMAND, and the host then serves the meta commands through the v1 calls alone.
+//! Every answer's extras start with [`ANSWER_MAGIC`]: an engine that gives these opcodes other
+//! meanings (the C test engine echoes 0xe0) is not mistaken for one of ours. Numbers in
+//! extras are big-endian, as in every binary packet.
+
+/// The first 4 bytes of every answer's extras.
+pub const ANSWER_MAGIC: [u8; 4] = *b"mcbM";
+
+/// Meta get. Extras (16 bytes): what to do (`GET_*` bits), 3 bytes zero, then the vivify
+/// expiry, the recache threshold in seconds and the touch expiry (client expiration times, as
+/// in a SET). Answer: SUCCESS with extras of the magic, the item's flags as stored (4 bytes), its expiry
+/// in server time (4), its state (`STATE_*` bits, 1 byte) and the seconds since its last access
+/// before this fetch (4), the value as body and the CAS; or KEY_ENOENT.
+pub const CMD_META_GET: u8 = 0xe8;
+/// Meta delete with invalidation: the item becomes a stale copy with a new CAS. Extras (16
+/// bytes): the CAS to compare (0: any), the new expiry, `INVALIDATE_SET_EXPTIME` or 0, then 3
+/// bytes zero. Answer: SUCCESS with the new CAS, KEY_ENOENT or KEY_EEXISTS.
+pub const CMD_META_INVALIDATE: u8 = 0xe9;
+/// Meta set with invalidation: store the value if the CAS is the item's, and marked stale if it
+/// is older. Extras (16 bytes): the CAS, the client flags, the expiry; the value is the body.
+/// Answer: SUCCESS with the new CAS, KEY_ENOENT, KEY_EEXISTS or E2BIG.
+pub const CMD_META_SET_INVALID: u8 = 0xea;
+
+/// Meta arithmetic with a CAS compare and a TTL update. Extras (40 bytes): `ARITH_*` bits, 3
+/// bytes zero, the expiry of an item created on a miss, the expiry to set on success, 4 bytes
+/// zero, the delta, the initial value, the CAS to compare (0: any). Answer: SUCCESS with
+/// extras of the magic and the item's expiry in server time (4), the new value as an 8-byte
+/// body and the CAS; or KEY_ENOENT, KEY_EEXISTS, DELTA_BADVAL (not a number).
+pub const CMD_META_ARITHMETIC: u8 = 0xeb;
+
+/// Increment (else decrement).
+pub const ARITH_INCR: u8 = 1;
+/// Create the item on a miss.
+pub const ARITH_CREATE: u8 = 2;
+/// Set the expiry on success.
+pub const ARITH_TOUCH: u8 = 4;
+
+/// Create an empty item on a miss.
+pub const GET_VIVIFY: u8 = 1;
+/// Ask for the recache token below a remaining TTL.
+pub const GET_RECACHE: u8 = 2;
+/// Set the expiry first.
+pub const GET_TOUCH: u8 = 4;
+/// Leave the item's fetched mark and access time alone.
+pub const GET_NO_BUMP: u8 = 8;
+
+/// The item is stale.
+pub const STATE_STALE: u8 = 1;
+/// This fetch won the recache token.
+pub const STATE_WON: u8 = 2;
+/// Another fetch holds the recache token.
+pub const STATE_LOST: u8 = 4;
+/// The item had been fetched before this fetch.
+pub const STATE_FETCHED: u8 = 8;
+
+/// `CMD_META_INVALIDATE`: the expiry in the extras applies.
+pub const INVALIDATE_SET_EXPTIME: u8 = 1;
