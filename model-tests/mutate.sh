@@ -52,8 +52,8 @@ add back-out-no-recheck core/src/bucket/handle.rs bucket \
     '{ let _ = self.clients.leave(stripe); Err(false) }' \
     "a client backing out skips the last-leaver check: the bucket never shuts down"
 add disconnect-release-late core/src/bucket/connection.rs bucket \
-    $'        if let Some(bucket) = &self.bucket {\n            bucket.release();\n        }\n        // AcqRel: as in `release`.\n        let before = self.reserved.fetch_sub(CONNECTED, Ordering::AcqRel);\n' \
-    $'        // AcqRel: as in `release`.\n        let before = self.reserved.fetch_sub(CONNECTED, Ordering::AcqRel);\n        if let Some(bucket) = &self.bucket {\n            bucket.release();\n        }\n' \
+    $'        if !late {\n            self.release_bucket();\n        }\n        // AcqRel: as in `release`. After this a concurrent release may free the state.\n        let before = self.reserved.fetch_sub(CONNECTED, Ordering::AcqRel);\n' \
+    $'        // AcqRel: as in `release`. After this a concurrent release may free the state.\n        let before = self.reserved.fetch_sub(CONNECTED, Ordering::AcqRel);\n        self.release_bucket();\n' \
     "disconnect reads its bucket after giving up the CONNECTED bit: use after a concurrent free"
 add release-cas-relaxed core/src/bucket/connection.rs bucket \
     $'Mutant::ReleaseCasRelaxed,\n                Ordering::AcqRel,' \

@@ -9,6 +9,7 @@ use mcb_core::sync::mutant::Mutant;
 use mcb_core::sync::Arc;
 use mcb_model_tests::fixtures::{TestEngine, TestEnv};
 use mcb_model_tests::{caught, check};
+use std::mem::ManuallyDrop;
 
 fn registry_with(name: &str) -> (TestEnv, Registry<TestEnv>) {
     let env = TestEnv::new();
@@ -299,11 +300,18 @@ fn bucket_connection_freed_once_broken_ignores_reservations() {
     );
 }
 
-/// A host's connection state, freed for real by whoever is told [`Fate::Free`]. The slot is a
-/// loom cell: each user's access is recorded when it takes the connection, and loom reports the
-/// free unless it happens after every such access (so a user the freer did not synchronise
-/// with is caught, not just a double free).
-struct Slot(loom::cell::UnsafeCell<Option<Box<Connection<TestEngine>>>>);
+/// A host's connection state, freed by whoever is told [`Fate::Free`]. `live` is a loom cell:
+/// each user's access is recorded when it takes the connection, and loom reports the free
+/// unless it happens after every such access (so a user the freer did not synchronise with is
+/// caught, not just a double free). The free runs the connection's destructor, whose mutable
+/// access to the connection's (loom-watched) bucket loom checks against every read of it, even
+/// one a user makes after taking the connection; the memory itself is kept until the slot
+/// drops, after every thread is joined, so that such a late read is reported by loom instead of
+/// reading freed memory in the test process.
+struct Slot {
+    live: loom::cell::UnsafeCell<bool>,
+    connection: std::cell::UnsafeCell<ManuallyDrop<Connection<TestEngine>>>,
+}
 
 // SAFETY: the cell's accesses are checked by loom; the model frees the connection only on
 // `Fate::Free`, after which no user touches it (the contract the model checks).
@@ -312,20 +320,39 @@ unsafe impl Sync for Slot {}
 unsafe impl Send for Slot {}
 
 impl Slot {
+    fn new(connection: Connection<TestEngine>) -> Self {
+        Self {
+            live: loom::cell::UnsafeCell::new(true),
+            connection: std::cell::UnsafeCell::new(ManuallyDrop::new(connection)),
+        }
+    }
+
     /// The connection, for one user: the access loom checks the free against is recorded now.
     fn get(&self) -> &Connection<TestEngine> {
-        // SAFETY: the box lives until `free`, which loom checks happens after this access.
-        self.0
-            .with(|p| unsafe { (*p).as_deref() })
-            .expect("connection used after it was freed")
+        // SAFETY: a read access that loom checks against the free's write.
+        let live = self.live.with(|p| unsafe { *p });
+        assert!(live, "connection used after it was freed");
+        // SAFETY: the connection is dropped only by `free`, which loom checks happens after
+        // this access, and its memory lives as long as `self`.
+        unsafe { &*self.connection.get() }
     }
 
     fn free(&self, fate: Fate) {
         if fate == Fate::Free {
             // SAFETY: a write access that loom checks against every recorded read.
-            let freed = self.0.with_mut(|p| unsafe { (*p).take() });
-            assert!(freed.is_some(), "connection freed twice");
+            let was_live = self
+                .live
+                .with_mut(|p| unsafe { std::mem::replace(&mut *p, false) });
+            assert!(was_live, "connection freed twice");
+            // SAFETY: dropped once (`live` is now false, so `get` refuses it); loom checks that
+            // every user's access to it happened before (the destructor's, to its bucket).
+            unsafe { ManuallyDrop::drop(&mut *self.connection.get()) };
         }
+    }
+
+    fn freed(&self) -> bool {
+        // SAFETY: a read access, checked by loom.
+        !self.live.with(|p| unsafe { *p })
     }
 }
 
@@ -333,9 +360,7 @@ impl Slot {
 /// the state is freed exactly once, by the last user, after every other user's accesses.
 fn two_releases_race_disconnect() {
     let (env, registry) = registry_with("b");
-    let slot = Arc::new(Slot(loom::cell::UnsafeCell::new(Some(Box::new(
-        Connection::attached(registry.find("b")),
-    )))));
+    let slot = Arc::new(Slot::new(Connection::attached(registry.find("b"))));
     for _ in 0..2 {
         slot.get().reserve(&registry).expect("reserve");
     }
@@ -353,10 +378,7 @@ fn two_releases_race_disconnect() {
     for releaser in releasers {
         releaser.join().unwrap();
     }
-    slot.0.with(|p| {
-        // SAFETY: every thread is joined.
-        assert!(unsafe { (*p).is_none() }, "connection state never freed");
-    });
+    assert!(slot.freed(), "connection state never freed");
     assert_eq!(env.events().disconnects(), 1);
     let bucket = registry.find("b").expect("still running");
     assert_eq!(bucket.refcount(), 2, "a reservation's reference leaked");
@@ -373,6 +395,15 @@ fn bucket_connection_freed_once_after_every_user() {
 fn bucket_connection_freed_once_broken_relaxed_release_cas() {
     caught(
         Mutant::ReleaseCasRelaxed,
+        "Causality violation",
+        two_releases_race_disconnect,
+    );
+}
+
+#[test]
+fn bucket_connection_freed_once_broken_release_after_disconnect() {
+    caught(
+        Mutant::DisconnectReleasesLate,
         "Causality violation",
         two_releases_race_disconnect,
     );

@@ -16,7 +16,7 @@ use super::state::State;
 use super::{Engine, Env};
 use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::mutant::{self, Mutant};
-use crate::sync::Arc;
+use crate::sync::{Arc, Watched};
 use std::fmt;
 
 /// The "still connected" bit of the reservation word (the seed's `ES_CONNECTED_FLAG`).
@@ -60,8 +60,9 @@ impl std::error::Error for ReserveError {}
 
 /// One host connection's bucket state.
 pub struct Connection<E: Engine> {
-    /// The attached bucket; while connected, the connection holds one reference to it.
-    bucket: Option<Arc<Handle<E>>>,
+    /// The attached bucket; while connected, the connection holds one reference to it. Watched:
+    /// under loom a read of it that does not happen before the state is freed is reported.
+    bucket: Watched<Option<Arc<Handle<E>>>>,
     /// `CONNECTED` while the host connection is open, plus one per reservation.
     reserved: AtomicU32,
 }
@@ -69,7 +70,7 @@ pub struct Connection<E: Engine> {
 impl<E: Engine> fmt::Debug for Connection<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Connection")
-            .field("bucket", &self.bucket.as_ref().map(|h| h.name()))
+            .field("bucket", &self.bucket().map(|h| h.name()))
             .field("reserved", &self.reservations())
             .finish_non_exhaustive()
     }
@@ -90,14 +91,14 @@ impl<E: Engine> Connection<E> {
     /// A connection attached to `bucket` (or to none).
     pub fn attached(bucket: Option<Ref<E>>) -> Self {
         Self {
-            bucket: bucket.map(Ref::into_arc),
+            bucket: Watched::new(bucket.map(Ref::into_arc)),
             reserved: AtomicU32::new(CONNECTED),
         }
     }
 
     /// The attached bucket, if any.
     pub fn bucket(&self) -> Option<&Arc<Handle<E>>> {
-        self.bucket.as_ref()
+        self.bucket.get().as_ref()
     }
 
     /// The user authenticated (ON_AUTH): attach to the bucket named by the user, creating it
@@ -132,7 +133,7 @@ impl<E: Engine> Connection<E> {
     /// while reserved: reservations hold the bucket they were taken on.
     pub fn attach(&mut self, bucket: Option<Ref<E>>) -> Result<(), ReserveError> {
         self.check_unreserved()?;
-        let old = std::mem::replace(&mut self.bucket, bucket.map(Ref::into_arc));
+        let old = std::mem::replace(self.bucket.get_mut(), bucket.map(Ref::into_arc));
         if let Some(old) = old {
             old.release();
         }
@@ -149,7 +150,7 @@ impl<E: Engine> Connection<E> {
 
     /// Detaches from `handle` if attached to it (a connection deleting its own bucket).
     pub fn detach_from(&mut self, handle: &Handle<E>) -> Result<(), ReserveError> {
-        match &self.bucket {
+        match self.bucket() {
             Some(mine) if std::ptr::eq(Arc::as_ptr(mine), handle) => self.attach(None),
             _ => Ok(()),
         }
@@ -160,7 +161,7 @@ impl<E: Engine> Connection<E> {
         &'a self,
         registry: &'a Registry<V>,
     ) -> Option<&'a Arc<Handle<E>>> {
-        self.bucket.as_ref().or(registry.default_bucket())
+        self.bucket().or(registry.default_bucket())
     }
 
     /// Enters the connection's bucket for one call (the seed's `get_engine_handle`): `None`
@@ -180,7 +181,7 @@ impl<E: Engine> Connection<E> {
         &'a self,
         registry: &'a Registry<V>,
     ) -> Option<Lease<'a, V>> {
-        registry.enter(self.bucket.as_ref()?)
+        registry.enter(self.bucket()?)
     }
 
     /// Number of reservations held.
@@ -249,11 +250,15 @@ impl<E: Engine> Connection<E> {
         if let Some(engine) = self.try_enter(registry) {
             engine.disconnect(cookie);
         }
-        if let Some(bucket) = &self.bucket {
-            bucket.release();
+        let late = mutant::active(Mutant::DisconnectReleasesLate);
+        if !late {
+            self.release_bucket();
         }
-        // AcqRel: as in `release`.
+        // AcqRel: as in `release`. After this a concurrent release may free the state.
         let before = self.reserved.fetch_sub(CONNECTED, Ordering::AcqRel);
+        if late {
+            self.release_bucket();
+        }
         debug_assert!(before & CONNECTED != 0, "disconnected twice");
         if before == CONNECTED || mutant::active(Mutant::DisconnectIgnoresReservations) {
             Fate::Free
@@ -261,14 +266,22 @@ impl<E: Engine> Connection<E> {
             Fate::Keep
         }
     }
+
+    /// Drops the connection's own reference to its bucket.
+    fn release_bucket(&self) {
+        if let Some(bucket) = self.bucket() {
+            bucket.release();
+        }
+    }
 }
 
 impl<E: Engine> Drop for Connection<E> {
     /// A host that drops a connection without disconnecting it must not pin its bucket forever.
+    /// (The free's mutable access to `bucket` is what loom checks every user's reads against.)
     fn drop(&mut self) {
         // Relaxed: `&mut self`, nobody else can touch the word.
         let connected = self.reserved.load(Ordering::Relaxed) & CONNECTED != 0;
-        if let (true, Some(bucket)) = (connected, &self.bucket) {
+        if let (true, Some(bucket)) = (connected, &*self.bucket.get_mut()) {
             bucket.release();
         }
     }

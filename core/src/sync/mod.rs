@@ -20,9 +20,11 @@ pub mod mutant;
 pub(crate) mod mutant;
 mod read_mostly;
 mod striped;
+mod watched;
 
 pub use read_mostly::ReadMostly;
 pub(crate) use striped::Striped;
+pub(crate) use watched::Watched;
 
 #[cfg(not(mcb_loom))]
 use std::sync as imp;

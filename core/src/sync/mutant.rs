@@ -26,6 +26,9 @@ pub enum Mutant {
     WorkerWaitsWithoutRecheck,
     /// A connection frees its state on disconnect even while it is still reserved.
     DisconnectIgnoresReservations,
+    /// `Connection::disconnect` drops its bucket reference after giving up the CONNECTED bit,
+    /// reading the state a concurrent last release may have freed.
+    DisconnectReleasesLate,
     /// `create` checks for the name outside the writer lock.
     CreateChecksOutsideLock,
     /// The L2 frees a node as soon as it is unlinked instead of after the epoch grace period.
