@@ -940,8 +940,13 @@ fn the_lock_timeout_runs_on_the_caches_clock() {
         assert_eq!(holder.join().unwrap(), got("fresh", Level::L3));
         assert_eq!(waiter.join().unwrap(), got("fresh", Level::L2));
     });
-    // And it does time out once the clock passes it.
-    let (cache, clock) = cache_with(|o| o.lock.timeout = Duration::from_secs(1));
+    // And it does time out once the clock passes it. The lock never expires here: the clock
+    // moves in 2 s steps while the waiter looks at it once a millisecond, so an expiry within
+    // reach would let the waiter take the lock over instead.
+    let (cache, clock) = cache_with(|o| {
+        o.lock.timeout = Duration::from_secs(1);
+        o.lock.expiry = Duration::from_secs(u32::MAX.into());
+    });
     thread::scope(|s| {
         let (release, holder) = hold_lock(s, &cache, "k");
         let waiter = s.spawn(|| get(&cache, "k", must_not_run()));
