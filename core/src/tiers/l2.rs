@@ -52,8 +52,9 @@ const RETIRE_BATCH: usize = 1;
 #[cfg(not(mcb_loom))]
 const RECLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// What L2 keeps for a key.
+/// What L2 keeps for a key. `repr(C)`: the value first, where a lookup reads it (see [`Node`]).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Entry<T> {
     /// `None` caches a miss.
     pub value: Option<PayloadArc<T>>,
@@ -107,24 +108,28 @@ pub(crate) struct Found<T> {
 /// Keys up to this long are also copied into the node, next to its hash, so that a lookup
 /// compares them in the cache line it already loaded instead of missing on the key's own
 /// allocation (profiles of the storage bench: a third of a read was that miss and its memcmp).
-const INLINE_KEY: usize = 43;
+const INLINE_KEY: usize = 32;
 
-/// `repr(C)`: what a lookup compares (hash, namespace, short key) fills the first cache line.
+/// `repr(C)`: everything a lookup reads (hash, namespace, frequency, next link, short key and
+/// the entry's value) lies in its first 64 bytes, so a hit touches two cache lines of it at
+/// most, and one when the allocation starts a line.
 #[repr(C)]
 struct Node<T> {
     hash: u64,
     ns: u32,
     /// The key's length when it is in `inline` (else more than [`INLINE_KEY`]).
     inline_len: u8,
+    freq: AtomicU8,
+    next: Atomic<Node<T>>,
     inline: [u8; INLINE_KEY],
-    key: PayloadArc<[u8]>,
     entry: Entry<T>,
+    /// The key as a shared allocation: always for a long key, for a short one only when the
+    /// store hands keys out ([`L2::get`]; see [`L2::without_short_key_copies`]).
+    key: Option<PayloadArc<[u8]>>,
     /// Its slot in the shard's policy, fixed before the node is published.
     slot: u32,
-    freq: AtomicU8,
     /// What it is charged against the shard's capacity until it is freed.
     weight: usize,
-    next: Atomic<Node<T>>,
     /// The next node on its shard's retired list: set under the shard lock once the node is
     /// unlinked, read by the free of its batch.
     retired_next: AtomicPtr<Node<T>>,
@@ -142,8 +147,16 @@ impl<T> Node<T> {
         }
         match self.inline.get(..usize::from(self.inline_len)) {
             Some(inline) => inline == key,
-            None => *self.key == *key,
+            None => self.key.as_deref() == Some(key),
         }
+    }
+
+    /// The key, shared: the node's copy, or a new one of its inline bytes (a node without a
+    /// copy holds its key inline).
+    fn shared_key(&self) -> PayloadArc<[u8]> {
+        self.key
+            .clone()
+            .unwrap_or_else(|| self.inline[..usize::from(self.inline_len)].into())
     }
 
     /// In a model, fails if this node was freed while a reader still held it.
@@ -226,6 +239,8 @@ pub struct L2<T> {
     weigher: Box<dyn Fn(&T) -> usize + Send + Sync>,
     namespaces: Mutex<Vec<Arc<Namespace>>>,
     domain: Domain,
+    /// Whether nodes keep a shared copy of a short key (see [`L2::without_short_key_copies`]).
+    short_key_copies: bool,
 }
 
 impl<T> fmt::Debug for L2<T> {
@@ -275,12 +290,21 @@ impl<T: Send + Sync + 'static> L2<T> {
             weigher: Box::new(|_| std::mem::size_of::<T>()),
             namespaces: Mutex::new(Vec::new()),
             domain: Domain::per_thread(),
+            short_key_copies: true,
         })
     }
 
     /// Weighs values with `weigher` (bytes) instead of `size_of::<T>()`.
     pub fn weigh_with(mut self, weigher: impl Fn(&T) -> usize + Send + Sync + 'static) -> Self {
         self.weigher = Box::new(weigher);
+        self
+    }
+
+    /// Keeps short keys only inline in their nodes, without a shared copy: one allocation less
+    /// per write, for a user that reads through [`L2::read`] and [`L2::update`], which hand
+    /// out no key ([`L2::get`] then allocates the key it returns).
+    pub(crate) fn without_short_key_copies(mut self) -> Self {
+        self.short_key_copies = false;
         self
     }
 
@@ -392,25 +416,28 @@ impl<T: Send + Sync + 'static> L2<T> {
     }
 
     fn shard(&self, hash: u64) -> &Shard<T> {
-        &self.shards[(hash as usize) % self.shards.len()]
+        // The low half of the hash scaled to the shard count: a multiply, not a division (the
+        // count need not be a power of two; a `%` here was a `div` on every operation).
+        let low = u64::from(hash as u32);
+        &self.shards[((low * self.shards.len() as u64) >> 32) as usize]
     }
 
     /// Reads `key` without a lock; the copy shares the value.
     pub(crate) fn get(&self, ns: u32, key: &[u8]) -> Option<Found<T>> {
-        self.read(ns, key, |key, entry| Found {
-            key: key.clone(),
-            entry: entry.clone(),
+        self.find_with(ns, key, |node| Found {
+            key: node.shared_key(),
+            entry: node.entry.clone(),
         })
     }
 
-    /// Reads `key` without a lock, handing `f` the stored key and entry (which it may only
-    /// borrow for the call: what it keeps, it clones).
-    pub(crate) fn read<R>(
-        &self,
-        ns: u32,
-        key: &[u8],
-        f: impl FnOnce(&PayloadArc<[u8]>, &Entry<T>) -> R,
-    ) -> Option<R> {
+    /// Reads `key` without a lock, handing `f` the stored entry (which it may only borrow for
+    /// the call: what it keeps, it clones).
+    pub(crate) fn read<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Entry<T>) -> R) -> Option<R> {
+        self.find_with(ns, key, |node| f(&node.entry))
+    }
+
+    /// `get` and `read`: runs `f` on `key`'s node, found without a lock.
+    fn find_with<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Node<T>) -> R) -> Option<R> {
         let hash = self.hash(ns, key);
         let guard = self.domain.pin();
         let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {
@@ -421,7 +448,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         // before the unlink is gone.
         let node = unsafe { found.as_ref() }?;
         touch(&node.freq);
-        let answer = f(&node.key, &node.entry);
+        let answer = f(node);
         node.check_live();
         Some(answer)
     }
@@ -528,24 +555,24 @@ impl<T: Send + Sync + 'static> L2<T> {
             }
         };
         let mut inline = [0; INLINE_KEY];
-        let inline_len = match inline.get_mut(..key.len()) {
+        let (inline_len, copy) = match inline.get_mut(..key.len()) {
             Some(prefix) => {
                 prefix.copy_from_slice(key);
-                key.len() as u8
+                (key.len() as u8, self.short_key_copies.then(|| key.into()))
             }
-            None => u8::MAX,
+            None => (u8::MAX, Some(key.into())),
         };
         let mut node = Owned::new(Node {
             hash,
             ns,
             inline_len,
-            inline,
-            key: key.into(),
-            entry,
-            slot: 0,
             freq: AtomicU8::new(0),
-            weight,
             next: Atomic::null(),
+            inline,
+            entry,
+            key: copy,
+            slot: 0,
+            weight,
             retired_next: AtomicPtr::new(std::ptr::null_mut()),
             #[cfg(mcb_loom)]
             freed: crate::sync::atomic::AtomicBool::new(false),
@@ -705,7 +732,8 @@ impl<T: Send + Sync + 'static> L2<T> {
 impl<T> Shard<T> {
     fn bucket(&self, hash: u64) -> &Atomic<Node<T>> {
         // High bits: the low ones chose the shard.
-        &self.buckets[(hash >> 32) as usize % self.buckets.len()]
+        // A power of two: the mask is the remainder, without a division.
+        &self.buckets[(hash >> 32) as usize & (self.buckets.len() - 1)]
     }
 
     /// Bytes of retired nodes not yet freed: on the list, and handed over.
