@@ -108,11 +108,15 @@ pub(crate) struct Found<T> {
 /// Keys up to this long are also copied into the node, next to its hash, so that a lookup
 /// compares them in the cache line it already loaded instead of missing on the key's own
 /// allocation (profiles of the storage bench: a third of a read was that miss and its memcmp).
-const INLINE_KEY: usize = 32;
+/// 24 bytes keep the node within 120 bytes (below).
+const INLINE_KEY: usize = 24;
 
 /// `repr(C)`: everything a lookup reads (hash, namespace, frequency, next link, short key and
 /// the entry's value) lies in its first 64 bytes, so a hit touches two cache lines of it at
-/// most, and one when the allocation starts a line.
+/// most, and one when the allocation starts a line. It takes 120 bytes, a 128-byte chunk of
+/// glibc's malloc: the largest size its fast bins keep, so that the batch frees of retired
+/// nodes and the next writes' allocations skip the coalescing paths (profiles of the set-heavy
+/// bench: `_int_free` and `unlink_chunk` with 136-byte nodes).
 #[repr(C)]
 struct Node<T> {
     hash: u64,
@@ -137,6 +141,12 @@ struct Node<T> {
     #[cfg(mcb_loom)]
     freed: crate::sync::atomic::AtomicBool,
 }
+
+#[cfg(not(mcb_loom))]
+const _: () = {
+    assert!(std::mem::size_of::<Node<()>>() <= 120);
+    assert!(std::mem::offset_of!(Node<()>, entry) + 8 <= 64);
+};
 
 impl<T> Node<T> {
     /// Whether this node holds `key` of namespace `ns`, whose hash is `hash`.
