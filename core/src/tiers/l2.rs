@@ -149,15 +149,19 @@ const _: () = {
 };
 
 impl<T> Node<T> {
-    /// Whether this node holds `key` of namespace `ns`, whose hash is `hash`.
+    /// Whether this node holds the key `probe` looks for.
     #[inline]
-    fn is(&self, hash: u64, ns: u32, key: &[u8]) -> bool {
-        if self.hash != hash || self.ns != ns {
+    fn is(&self, probe: &Probe<'_>) -> bool {
+        if self.hash != probe.hash || self.ns != probe.ns {
             return false;
         }
-        match self.inline.get(..usize::from(self.inline_len)) {
-            Some(inline) => inline == key,
-            None => self.key.as_deref() == Some(key),
+        match &probe.inline {
+            // Inline keys are zero-padded: equal lengths and equal arrays (a fixed-size
+            // compare, where a slice compare called memcmp: 3-4% of the get-heavy profile).
+            Some(padded) => {
+                usize::from(self.inline_len) == probe.key.len() && self.inline == *padded
+            }
+            None => self.key.as_deref() == Some(probe.key),
         }
     }
 
@@ -178,6 +182,15 @@ impl<T> Node<T> {
             "L2 node used after free"
         );
     }
+}
+
+/// A key as lookups compare it, prepared once per operation.
+struct Probe<'k> {
+    hash: u64,
+    ns: u32,
+    key: &'k [u8],
+    /// The key zero-padded to [`INLINE_KEY`] bytes, when it is that short (how nodes hold it).
+    inline: Option<[u8; INLINE_KEY]>,
 }
 
 /// The policy's handle on a linked node.
@@ -425,6 +438,20 @@ impl<T: Send + Sync + 'static> L2<T> {
         self.hasher.hash_one((ns, key))
     }
 
+    fn probe<'k>(&self, ns: u32, key: &'k [u8]) -> Probe<'k> {
+        let inline = (key.len() <= INLINE_KEY).then(|| {
+            let mut padded = [0; INLINE_KEY];
+            padded[..key.len()].copy_from_slice(key);
+            padded
+        });
+        Probe {
+            hash: self.hash(ns, key),
+            ns,
+            key,
+            inline,
+        }
+    }
+
     fn shard(&self, hash: u64) -> &Shard<T> {
         // The low half of the hash scaled to the shard count: a multiply, not a division (the
         // count need not be a power of two; a `%` here was a `div` on every operation).
@@ -448,10 +475,10 @@ impl<T: Send + Sync + 'static> L2<T> {
 
     /// `get` and `read`: runs `f` on `key`'s node, found without a lock.
     fn find_with<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Node<T>) -> R) -> Option<R> {
-        let hash = self.hash(ns, key);
+        let probe = self.probe(ns, key);
         let guard = self.domain.pin();
-        let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {
-            n.is(hash, ns, key)
+        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), &guard, |n| {
+            n.is(&probe)
         });
         // SAFETY: `found` was loaded under `guard` from a link of the shard; a node is retired
         // only after it is unlinked, and the epoch frees it only once every guard pinned
@@ -515,12 +542,13 @@ impl<T: Send + Sync + 'static> L2<T> {
         decide: impl FnOnce(Option<&Entry<T>>) -> Change<T>,
         published: impl FnOnce() -> R,
     ) -> Result<R, Error> {
-        let hash = self.hash(ns, key);
+        let probe = self.probe(ns, key);
+        let hash = probe.hash;
         let shard = self.shard(hash);
         let bucket = shard.bucket(hash);
         let mut state = shard.state.lock();
         let mut guard = self.domain.pin();
-        let (link, old) = find(bucket, &guard, |n| n.is(hash, ns, key));
+        let (link, old) = find(bucket, &guard, |n| n.is(&probe));
         // SAFETY: as in `get`; besides, only writers retire nodes and we hold the shard lock.
         let old_ref = unsafe { old.as_ref() };
         let entry = match decide(old_ref.map(|n| &n.entry)) {
@@ -564,13 +592,13 @@ impl<T: Send + Sync + 'static> L2<T> {
                 None => return Err(Error::L2Full { tries }),
             }
         };
-        let mut inline = [0; INLINE_KEY];
-        let (inline_len, copy) = match inline.get_mut(..key.len()) {
-            Some(prefix) => {
-                prefix.copy_from_slice(key);
-                (key.len() as u8, self.short_key_copies.then(|| key.into()))
-            }
-            None => (u8::MAX, Some(key.into())),
+        let (inline, inline_len, copy) = match probe.inline {
+            Some(padded) => (
+                padded,
+                key.len() as u8,
+                self.short_key_copies.then(|| key.into()),
+            ),
+            None => ([0; INLINE_KEY], u8::MAX, Some(key.into())),
         };
         let mut node = Owned::new(Node {
             hash,
@@ -691,11 +719,11 @@ impl<T: Send + Sync + 'static> L2<T> {
 
     /// Removes `key`; `removed` runs under the shard lock after the removal, as in `insert`.
     pub(crate) fn remove<R>(&self, ns: u32, key: &[u8], removed: impl FnOnce() -> R) -> R {
-        let hash = self.hash(ns, key);
-        let shard = self.shard(hash);
+        let probe = self.probe(ns, key);
+        let shard = self.shard(probe.hash);
         let mut state = shard.state.lock();
         let guard = self.domain.pin();
-        let (link, node) = find(shard.bucket(hash), &guard, |n| n.is(hash, ns, key));
+        let (link, node) = find(shard.bucket(probe.hash), &guard, |n| n.is(&probe));
         // SAFETY: as in `insert`.
         if let Some(n) = unsafe { node.as_ref() } {
             state.policy.remove(n.slot);
