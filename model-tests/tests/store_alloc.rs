@@ -1,7 +1,7 @@
 //! What the store's hot paths allocate, counted by a global allocator (this thread only): a
-//! get of a live item allocates nothing; a set allocates the item (its header and its bytes),
-//! L2's node and the node's copy of the key, plus, once per batch of retired nodes, the
-//! collector's queue entry.
+//! get of a live item allocates nothing; a set of a short key allocates the item (its header
+//! and its bytes) and L2's node, which holds the key inline (no copy of its own), plus, once per
+//! batch of retired nodes, the collector's queue entry.
 
 #![cfg(not(mcb_loom))] // real threads and std atomics
 
@@ -26,8 +26,12 @@ fn set(store: &Store, i: usize) {
     store.store(&item, StoreOp::Set).expect("stored");
 }
 
+/// One test, gets first: a pin runs a collection now and then, which may pop another thread's
+/// retired batch from the collector's global queue and, once per 64 such pops, allocate a queue
+/// entry for the popped nodes. Sets retire batches, so no set may run in this process (another
+/// test, on another thread) before or while the gets are counted.
 #[test]
-fn a_get_allocates_nothing() {
+fn a_get_allocates_nothing_and_a_set_its_item_and_node() {
     let store = store();
     let keys: Vec<String> = (0..100).map(|i| format!("key:{i}")).collect();
     let n = allocations(|| {
@@ -38,18 +42,15 @@ fn a_get_allocates_nothing() {
         }
     });
     assert_eq!(n, 0, "allocations in 1000 gets");
-}
 
-#[test]
-fn a_set_allocates_its_item_node_and_key() {
-    let store = store();
-    let keys: Vec<Vec<u8>> = (0..100).map(|i| format!("key:{i}").into_bytes()).collect();
     let sets = 6400;
     let n = allocations(|| {
         for i in 0..sets {
-            let item = store.item(&keys[i % 100], b"value", 0, 0).expect("item");
+            let item = store
+                .item(keys[i % 100].as_bytes(), b"value", 0, 0)
+                .expect("item");
             store.store(&item, StoreOp::Set).expect("stored");
         }
     });
-    assert!(n <= sets * 4 + sets / 32, "{n} allocations in {sets} sets");
+    assert!(n <= sets * 3 + sets / 32, "{n} allocations in {sets} sets");
 }

@@ -49,21 +49,23 @@ impl Bytes for Box<[u8]> {
     }
 }
 
-/// A memcached item.
+/// A memcached item. `repr(C)`: what a get's liveness check reads (expiry, sequence number,
+/// store time) comes first, in the cache line of the reference count the get takes.
+#[repr(C)]
 pub struct Item<B = Box<[u8]>> {
-    /// Key then value.
-    bytes: B,
-    nkey: usize,
-    flags: u32,
-    exptime: AtomicU32,
-    cas: AtomicU64,
-    /// When it was stored (host seconds), for delayed flushes.
-    stored_at: AtomicU32,
     /// The store's sequence number for it (its CAS when CAS is on), for immediate flushes.
     seq: AtomicU64,
+    exptime: AtomicU32,
+    /// When it was stored (host seconds), for delayed flushes.
+    stored_at: AtomicU32,
+    cas: AtomicU64,
+    flags: u32,
     /// The meta commands' state (`super::meta`): stale, recache token handed out, fetched,
     /// and the last access time.
     pub(crate) stampede: AtomicU32,
+    nkey: usize,
+    /// Key then value.
+    bytes: B,
 }
 
 impl<B: Bytes> Item<B> {

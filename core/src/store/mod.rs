@@ -210,7 +210,9 @@ impl<B: Bytes> Store<B> {
         let shards = wanted.min(capacity / page).max(1);
         let l2 = L2::with_shards(capacity, shards)
             .map_err(|_| Error::InvalidConfig("cache_size"))?
-            .weigh_with(Item::<B>::size);
+            .weigh_with(Item::<B>::size)
+            // Items carry their keys: the store never asks L2 for one.
+            .without_short_key_copies();
         Ok(Self {
             l2,
             config,
@@ -393,10 +395,7 @@ impl<B: Bytes> Store<B> {
     /// and allocates nothing; finding an expired or flushed one takes its key's shard lock once,
     /// to take the memory back.
     pub fn get(&self, key: &[u8]) -> Option<ItemRef<B>> {
-        let found = self
-            .l2
-            .read(NS, key, |_, entry| entry.value.clone())
-            .flatten();
+        let found = self.l2.read(NS, key, |entry| entry.value.clone()).flatten();
         match found {
             Some(item) if self.is_live(&item, self.now()) => {
                 self.counters.add(Counter::GetHits, 1);

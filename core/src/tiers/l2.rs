@@ -52,8 +52,9 @@ const RETIRE_BATCH: usize = 1;
 #[cfg(not(mcb_loom))]
 const RECLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// What L2 keeps for a key.
+/// What L2 keeps for a key. `repr(C)`: the value first, where a lookup reads it (see [`Node`]).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Entry<T> {
     /// `None` caches a miss.
     pub value: Option<PayloadArc<T>>,
@@ -107,24 +108,32 @@ pub(crate) struct Found<T> {
 /// Keys up to this long are also copied into the node, next to its hash, so that a lookup
 /// compares them in the cache line it already loaded instead of missing on the key's own
 /// allocation (profiles of the storage bench: a third of a read was that miss and its memcmp).
-const INLINE_KEY: usize = 43;
+/// 24 bytes keep the node within 120 bytes (below).
+const INLINE_KEY: usize = 24;
 
-/// `repr(C)`: what a lookup compares (hash, namespace, short key) fills the first cache line.
+/// `repr(C)`: everything a lookup reads (hash, namespace, frequency, next link, short key and
+/// the entry's value) lies in its first 64 bytes, so a hit touches two cache lines of it at
+/// most, and one when the allocation starts a line. It takes 120 bytes, a 128-byte chunk of
+/// glibc's malloc: the largest size its fast bins keep, so that the batch frees of retired
+/// nodes and the next writes' allocations skip the coalescing paths (profiles of the set-heavy
+/// bench: `_int_free` and `unlink_chunk` with 136-byte nodes).
 #[repr(C)]
 struct Node<T> {
     hash: u64,
     ns: u32,
     /// The key's length when it is in `inline` (else more than [`INLINE_KEY`]).
     inline_len: u8,
+    freq: AtomicU8,
+    next: Atomic<Node<T>>,
     inline: [u8; INLINE_KEY],
-    key: PayloadArc<[u8]>,
     entry: Entry<T>,
+    /// The key as a shared allocation: always for a long key, for a short one only when the
+    /// store hands keys out ([`L2::get`]; see [`L2::without_short_key_copies`]).
+    key: Option<PayloadArc<[u8]>>,
     /// Its slot in the shard's policy, fixed before the node is published.
     slot: u32,
-    freq: AtomicU8,
     /// What it is charged against the shard's capacity until it is freed.
     weight: usize,
-    next: Atomic<Node<T>>,
     /// The next node on its shard's retired list: set under the shard lock once the node is
     /// unlinked, read by the free of its batch.
     retired_next: AtomicPtr<Node<T>>,
@@ -133,17 +142,35 @@ struct Node<T> {
     freed: crate::sync::atomic::AtomicBool,
 }
 
+#[cfg(not(mcb_loom))]
+const _: () = {
+    assert!(std::mem::size_of::<Node<()>>() <= 120);
+    assert!(std::mem::offset_of!(Node<()>, entry) + 8 <= 64);
+};
+
 impl<T> Node<T> {
-    /// Whether this node holds `key` of namespace `ns`, whose hash is `hash`.
+    /// Whether this node holds the key `probe` looks for.
     #[inline]
-    fn is(&self, hash: u64, ns: u32, key: &[u8]) -> bool {
-        if self.hash != hash || self.ns != ns {
+    fn is(&self, probe: &Probe<'_>) -> bool {
+        if self.hash != probe.hash || self.ns != probe.ns {
             return false;
         }
-        match self.inline.get(..usize::from(self.inline_len)) {
-            Some(inline) => inline == key,
-            None => *self.key == *key,
+        match &probe.inline {
+            // Inline keys are zero-padded: equal lengths and equal arrays (a fixed-size
+            // compare, where a slice compare called memcmp: 3-4% of the get-heavy profile).
+            Some(padded) => {
+                usize::from(self.inline_len) == probe.key.len() && self.inline == *padded
+            }
+            None => self.key.as_deref() == Some(probe.key),
         }
+    }
+
+    /// The key, shared: the node's copy, or a new one of its inline bytes (a node without a
+    /// copy holds its key inline).
+    fn shared_key(&self) -> PayloadArc<[u8]> {
+        self.key
+            .clone()
+            .unwrap_or_else(|| self.inline[..usize::from(self.inline_len)].into())
     }
 
     /// In a model, fails if this node was freed while a reader still held it.
@@ -155,6 +182,15 @@ impl<T> Node<T> {
             "L2 node used after free"
         );
     }
+}
+
+/// A key as lookups compare it, prepared once per operation.
+struct Probe<'k> {
+    hash: u64,
+    ns: u32,
+    key: &'k [u8],
+    /// The key zero-padded to [`INLINE_KEY`] bytes, when it is that short (how nodes hold it).
+    inline: Option<[u8; INLINE_KEY]>,
 }
 
 /// The policy's handle on a linked node.
@@ -226,6 +262,8 @@ pub struct L2<T> {
     weigher: Box<dyn Fn(&T) -> usize + Send + Sync>,
     namespaces: Mutex<Vec<Arc<Namespace>>>,
     domain: Domain,
+    /// Whether nodes keep a shared copy of a short key (see [`L2::without_short_key_copies`]).
+    short_key_copies: bool,
 }
 
 impl<T> fmt::Debug for L2<T> {
@@ -276,12 +314,21 @@ impl<T: Send + Sync + 'static> L2<T> {
             weigher: Box::new(super::weigh::default_weight::<T>),
             namespaces: Mutex::new(Vec::new()),
             domain: Domain::per_thread(),
+            short_key_copies: true,
         })
     }
 
     /// Weighs values with `weigher` (bytes) instead of the default (see [`L2::with_shards`]).
     pub fn weigh_with(mut self, weigher: impl Fn(&T) -> usize + Send + Sync + 'static) -> Self {
         self.weigher = Box::new(weigher);
+        self
+    }
+
+    /// Keeps short keys only inline in their nodes, without a shared copy: one allocation less
+    /// per write, for a user that reads through [`L2::read`] and [`L2::update`], which hand
+    /// out no key ([`L2::get`] then allocates the key it returns).
+    pub(crate) fn without_short_key_copies(mut self) -> Self {
+        self.short_key_copies = false;
         self
     }
 
@@ -392,37 +439,54 @@ impl<T: Send + Sync + 'static> L2<T> {
         self.hasher.hash_one((ns, key))
     }
 
+    fn probe<'k>(&self, ns: u32, key: &'k [u8]) -> Probe<'k> {
+        let inline = (key.len() <= INLINE_KEY).then(|| {
+            let mut padded = [0; INLINE_KEY];
+            padded[..key.len()].copy_from_slice(key);
+            padded
+        });
+        Probe {
+            hash: self.hash(ns, key),
+            ns,
+            key,
+            inline,
+        }
+    }
+
     fn shard(&self, hash: u64) -> &Shard<T> {
-        &self.shards[(hash as usize) % self.shards.len()]
+        // The low half of the hash scaled to the shard count: a multiply, not a division (the
+        // count need not be a power of two; a `%` here was a `div` on every operation).
+        let low = u64::from(hash as u32);
+        &self.shards[((low * self.shards.len() as u64) >> 32) as usize]
     }
 
     /// Reads `key` without a lock; the copy shares the value.
     pub(crate) fn get(&self, ns: u32, key: &[u8]) -> Option<Found<T>> {
-        self.read(ns, key, |key, entry| Found {
-            key: key.clone(),
-            entry: entry.clone(),
+        self.find_with(ns, key, |node| Found {
+            key: node.shared_key(),
+            entry: node.entry.clone(),
         })
     }
 
-    /// Reads `key` without a lock, handing `f` the stored key and entry (which it may only
-    /// borrow for the call: what it keeps, it clones).
-    pub(crate) fn read<R>(
-        &self,
-        ns: u32,
-        key: &[u8],
-        f: impl FnOnce(&PayloadArc<[u8]>, &Entry<T>) -> R,
-    ) -> Option<R> {
-        let hash = self.hash(ns, key);
+    /// Reads `key` without a lock, handing `f` the stored entry (which it may only borrow for
+    /// the call: what it keeps, it clones).
+    pub(crate) fn read<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Entry<T>) -> R) -> Option<R> {
+        self.find_with(ns, key, |node| f(&node.entry))
+    }
+
+    /// `get` and `read`: runs `f` on `key`'s node, found without a lock.
+    fn find_with<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Node<T>) -> R) -> Option<R> {
+        let probe = self.probe(ns, key);
         let guard = self.domain.pin();
-        let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {
-            n.is(hash, ns, key)
+        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), &guard, |n| {
+            n.is(&probe)
         });
         // SAFETY: `found` was loaded under `guard` from a link of the shard; a node is retired
         // only after it is unlinked, and the epoch frees it only once every guard pinned
         // before the unlink is gone.
         let node = unsafe { found.as_ref() }?;
         touch(&node.freq);
-        let answer = f(&node.key, &node.entry);
+        let answer = f(node);
         node.check_live();
         Some(answer)
     }
@@ -479,12 +543,13 @@ impl<T: Send + Sync + 'static> L2<T> {
         decide: impl FnOnce(Option<&Entry<T>>) -> Change<T>,
         published: impl FnOnce() -> R,
     ) -> Result<R, Error> {
-        let hash = self.hash(ns, key);
+        let probe = self.probe(ns, key);
+        let hash = probe.hash;
         let shard = self.shard(hash);
         let bucket = shard.bucket(hash);
         let mut state = shard.state.lock();
         let mut guard = self.domain.pin();
-        let (link, old) = find(bucket, &guard, |n| n.is(hash, ns, key));
+        let (link, old) = find(bucket, &guard, |n| n.is(&probe));
         // SAFETY: as in `get`; besides, only writers retire nodes and we hold the shard lock.
         let old_ref = unsafe { old.as_ref() };
         let entry = match decide(old_ref.map(|n| &n.entry)) {
@@ -528,25 +593,25 @@ impl<T: Send + Sync + 'static> L2<T> {
                 None => return Err(Error::L2Full { tries }),
             }
         };
-        let mut inline = [0; INLINE_KEY];
-        let inline_len = match inline.get_mut(..key.len()) {
-            Some(prefix) => {
-                prefix.copy_from_slice(key);
-                key.len() as u8
-            }
-            None => u8::MAX,
+        let (inline, inline_len, copy) = match probe.inline {
+            Some(padded) => (
+                padded,
+                key.len() as u8,
+                self.short_key_copies.then(|| key.into()),
+            ),
+            None => ([0; INLINE_KEY], u8::MAX, Some(key.into())),
         };
         let mut node = Owned::new(Node {
             hash,
             ns,
             inline_len,
-            inline,
-            key: key.into(),
-            entry,
-            slot: 0,
             freq: AtomicU8::new(0),
-            weight,
             next: Atomic::null(),
+            inline,
+            entry,
+            key: copy,
+            slot: 0,
+            weight,
             retired_next: AtomicPtr::new(std::ptr::null_mut()),
             #[cfg(mcb_loom)]
             freed: crate::sync::atomic::AtomicBool::new(false),
@@ -655,11 +720,11 @@ impl<T: Send + Sync + 'static> L2<T> {
 
     /// Removes `key`; `removed` runs under the shard lock after the removal, as in `insert`.
     pub(crate) fn remove<R>(&self, ns: u32, key: &[u8], removed: impl FnOnce() -> R) -> R {
-        let hash = self.hash(ns, key);
-        let shard = self.shard(hash);
+        let probe = self.probe(ns, key);
+        let shard = self.shard(probe.hash);
         let mut state = shard.state.lock();
         let guard = self.domain.pin();
-        let (link, node) = find(shard.bucket(hash), &guard, |n| n.is(hash, ns, key));
+        let (link, node) = find(shard.bucket(probe.hash), &guard, |n| n.is(&probe));
         // SAFETY: as in `insert`.
         if let Some(n) = unsafe { node.as_ref() } {
             state.policy.remove(n.slot);
@@ -706,7 +771,8 @@ impl<T: Send + Sync + 'static> L2<T> {
 impl<T> Shard<T> {
     fn bucket(&self, hash: u64) -> &Atomic<Node<T>> {
         // High bits: the low ones chose the shard.
-        &self.buckets[(hash >> 32) as usize % self.buckets.len()]
+        // A power of two: the mask is the remainder, without a division.
+        &self.buckets[(hash >> 32) as usize & (self.buckets.len() - 1)]
     }
 
     /// Bytes of retired nodes not yet freed: on the list, and handed over.
