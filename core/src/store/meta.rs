@@ -209,8 +209,8 @@ impl<B: super::Bytes> Store<B> {
         })
     }
 
-    /// memcached's meta arithmetic: [`Store::arithmetic`] with a CAS to compare and an expiry
-    /// to set, in the same one write.
+    /// memcached's meta arithmetic: incr/decr with a CAS to compare and an expiry to set, in
+    /// the same one write ([`Store::arithmetic`] is this with neither).
     pub fn meta_arithmetic(&self, key: &[u8], d: &Delta) -> Result<Counted, Error> {
         let now = self.now();
         let mut hit = false;

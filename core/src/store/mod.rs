@@ -466,39 +466,15 @@ impl<B: Bytes> Store<B> {
         delta: u64,
         create: Option<(u64, RelTime)>,
     ) -> Result<(u64, u64), Error> {
-        let now = self.now();
-        let mut value = 0;
-        let mut hit = false;
-        let result = self.write(key, now, |current| {
-            let (new, flags, exptime) = match current {
-                Current::Live(old) => {
-                    hit = true;
-                    let v = parse_decimal(old.value()).ok_or(Error::NotNumeric)?;
-                    let new = if increment {
-                        v.wrapping_add(delta)
-                    } else {
-                        v.saturating_sub(delta)
-                    };
-                    (new, old.flags(), old.exptime())
-                }
-                Current::Absent | Current::Dead => {
-                    let (initial, exptime) = create.ok_or(Error::NotFound)?;
-                    (initial, 0, exptime)
-                }
-            };
-            value = new;
-            self.check(key, 20)?;
-            let item = Item::new(key, new.to_string().as_bytes(), flags, exptime);
-            Ok(self.stamp(PayloadArc::new(item), now))
-        });
-        let counter = match (increment, hit) {
-            (true, true) => Counter::IncrHits,
-            (true, false) => Counter::IncrMisses,
-            (false, true) => Counter::DecrHits,
-            (false, false) => Counter::DecrMisses,
+        let delta = Delta {
+            incr: increment,
+            delta,
+            create,
+            cas: 0,
+            touch: None,
         };
-        self.counters.add(counter, 1);
-        result.map(|item| (value, item.cas()))
+        self.meta_arithmetic(key, &delta)
+            .map(|counted| (counted.value, counted.cas))
     }
 
     /// Sets the expiry of `key`'s live item and returns it (memcached's touch; get-and-touch
