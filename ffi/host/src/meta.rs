@@ -623,9 +623,13 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Req
         exptime: create.map_or(0, to_rel_time),
     };
     let engine = peer.engine();
-    let (mut cas, mut result, mut ttl) = (0, 0, None);
-    let rc = if cas_in != 0 || touch.is_some() || r.has(b't') {
-        // A CAS, a TTL to set or to report: our engines' private opcode.
+    let (mut cas, mut result, mut ttl, mut created) = (0, 0, None, false);
+    // A CAS, a TTL to set or to report need our engines' private opcode; `N q` asks it too,
+    // since memcached 1.6.18 answers a created item though `q` hides a hit (an engine without
+    // the opcode then serves it through v1, which cannot tell, and the answer stays hidden).
+    let needs_ext = cas_in != 0 || touch.is_some() || r.has(b't');
+    let mut rc = Err(ENGINE_ENOTSUP);
+    if needs_ext || (a.create && r.quiet()) {
         let mut x = [0u8; 40];
         x[0] = if incr { ARITH_INCR } else { 0 };
         if let Some(n) = create {
@@ -639,23 +643,27 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Req
         x[16..24].copy_from_slice(&delta.to_be_bytes());
         x[24..32].copy_from_slice(&initial.to_be_bytes());
         x[32..].copy_from_slice(&cas_in.to_be_bytes());
-        ours(call(peer, scratch, CMD_META_ARITHMETIC, &x, &r.key, &[])).and_then(|a| {
+        rc = ours(call(peer, scratch, CMD_META_ARITHMETIC, &x, &r.key, &[])).and_then(|a| {
             status_rc(a.status)?;
-            match (a.ext.get(4..8), <[u8; 8]>::try_from(&a.value[..])) {
-                (Some(&[e0, e1, e2, e3]), Ok(number)) => {
+            match (a.ext.get(4..9), <[u8; 8]>::try_from(&a.value[..])) {
+                (Some(&[e0, e1, e2, e3, made]), Ok(number)) => {
                     cas = a.cas;
                     result = u64::from_be_bytes(number);
                     ttl = Some(ttl_of(u32::from_be_bytes([e0, e1, e2, e3])));
+                    created = made != 0;
                     Ok(())
                 }
                 _ => Err(ENGINE_FAILED),
             }
-        })
-    } else {
-        peer.retry(|| ok(engine.arithmetic(&peer.cookie, &r.key, &a, &mut cas, &mut result, 0)))
-    };
+        });
+    }
+    if !needs_ext && rc == Err(ENGINE_ENOTSUP) {
+        ttl = None;
+        rc = peer
+            .retry(|| ok(engine.arithmetic(&peer.cookie, &r.key, &a, &mut cas, &mut result, 0)));
+    }
     let code = match rc {
-        Ok(()) if r.quiet() => return Flow::Continue,
+        Ok(()) if r.quiet() && !created => return Flow::Continue,
         Ok(()) => {
             let known = Known {
                 cas: Some(cas),

@@ -101,6 +101,25 @@ const TRANSCRIPT: &[(&str, &str)] = &[
         "ma cnt Dx\r\n",
         "CLIENT_ERROR invalid or duplicate flag\r\n",
     ),
+    // A shorter number keeps the length of the one it replaced, padded with spaces (decr and
+    // ma alike; the answer itself is not padded); a longer one grows the value.
+    ("ms dn 3\r\n100\r\n", "HD\r\n"),
+    ("decr dn 1\r\n", "99\r\n"),
+    ("get dn\r\n", "VALUE dn 0 3\r\n99 \r\nEND\r\n"),
+    ("ma dn MD D90 v\r\n", "VA 1\r\n9\r\n"),
+    ("mg dn v s\r\n", "VA 3 s3\r\n9  \r\n"),
+    ("incr dn 991\r\n", "1000\r\n"),
+    ("mg dn v\r\n", "VA 4\r\n1000\r\n"),
+    ("ma dn MD D995 v\r\n", "VA 1\r\n5\r\n"),
+    ("incr dn 5\r\n", "10\r\n"),
+    ("get dn\r\n", "VALUE dn 0 4\r\n10  \r\nEND\r\n"),
+    // q hides the answer to a hit, not to an item N created.
+    ("ma cq N0 q\r\n", "HD\r\n"),
+    ("ma cq N0 q\r\n", ""),
+    ("ma cq2 N0 J5 q v\r\n", "VA 1\r\n5\r\n"),
+    ("ma cq2 N0 q v\r\n", ""),
+    ("ma cq3 N0 q t\r\n", "HD t-1\r\n"),
+    ("ma cq3 N0 q t\r\n", ""),
     // me (mn ends every request here).
     ("me nope\r\n", "EN\r\n"),
     // Bad lines.
@@ -160,6 +179,25 @@ const TRANSCRIPT: &[(&str, &str)] = &[
         "ms foo 1 x x x x x x x x x x x x x x x x x\r\nA\r\n",
         "CLIENT_ERROR options flags too long\r\nERROR\r\n",
     ),
+    // Data past its length: the two bytes after it go with it, the rest is a command line.
+    (
+        "set bd 0 0 2\r\nabcd\r\n",
+        "CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+    ),
+    ("set bd 0 0 2 noreply\r\nabcd\r\n", "ERROR\r\n"),
+    (
+        "ms bd 2\r\nabcd efg\r\n",
+        "CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+    ),
+    (
+        "ms bd 2 q\r\nabcd\r\n",
+        "CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+    ),
+    (
+        "set bd 0 0 2\r\nxxx\r\nget bd\r\n",
+        "CLIENT_ERROR bad data chunk\r\nERROR\r\nEND\r\n",
+    ),
+    ("mg bd v\r\n", "EN\r\n"),
     ("mg foo v\r\n", "VA 2\r\nrr\r\n"),
     // gat and gats.
     (
