@@ -128,7 +128,7 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
                 reply(out, BAD_FORMAT);
                 Flow::Continue
             }
-            b"me" => meta::debug(peer, out, key),
+            b"me" => meta::debug(peer, out, &mut s.scratch, key),
             _ => {
                 let kind = match verb {
                     b"mg" => &meta::MG,
