@@ -148,6 +148,13 @@ fn incr_and_decr() {
         0,
         "decr floors at 0"
     );
+    // As memcached: a shorter number keeps the length of the one it replaced, padded with
+    // spaces, and reads back as a number; a longer one grows the value.
+    assert_eq!(value(&s, "n").as_deref(), Some("0 "));
+    assert_eq!(s.arithmetic(b"n", true, 100, None).unwrap().0, 100);
+    assert_eq!(value(&s, "n").as_deref(), Some("100"));
+    assert_eq!(s.arithmetic(b"n", false, 95, None).unwrap().0, 5);
+    assert_eq!(value(&s, "n").as_deref(), Some("5  "));
     put(&s, "big", "18446744073709551615", StoreOp::Set).unwrap();
     assert_eq!(
         s.arithmetic(b"big", true, 2, None).unwrap().0,
@@ -161,7 +168,7 @@ fn incr_and_decr() {
     clock.advance(50);
     assert_eq!(value(&s, "n"), None);
     let st = s.stats();
-    assert_eq!((st.incr_hits, st.incr_misses, st.decr_hits), (3, 2, 1));
+    assert_eq!((st.incr_hits, st.incr_misses, st.decr_hits), (4, 2, 2));
 }
 
 #[test]

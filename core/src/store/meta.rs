@@ -91,6 +91,9 @@ pub struct Counted {
     pub cas: u64,
     /// Its item's expiry.
     pub exptime: RelTime,
+    /// Whether the item was created (`create` on a miss): memcached 1.6 answers `ma … N q`
+    /// then, though `q` hides the answer to a hit.
+    pub created: bool,
 }
 
 impl<B: super::Bytes> Item<B> {
@@ -216,7 +219,9 @@ impl<B: super::Bytes> Store<B> {
         let mut hit = false;
         let mut value = 0;
         let result = self.write(key, now, |current| {
-            let (new, flags, exptime) = match current {
+            // As memcached: a number shorter than the one it replaces keeps that length,
+            // padded with spaces (memcached rewrites it in place).
+            let (new, flags, exptime, kept) = match current {
                 Current::Live(old) if d.cas != 0 && old.cas() != d.cas => {
                     return Err(Error::Exists)
                 }
@@ -228,16 +233,20 @@ impl<B: super::Bytes> Store<B> {
                     } else {
                         v.saturating_sub(d.delta)
                     };
-                    (new, old.flags(), d.touch.unwrap_or(old.exptime()))
+                    let kept = old.value().len();
+                    (new, old.flags(), d.touch.unwrap_or(old.exptime()), kept)
                 }
                 Current::Absent | Current::Dead => {
+                    // (A write retried after a lost race sees the key anew.)
+                    hit = false;
                     let (initial, exptime) = d.create.ok_or(Error::NotFound)?;
-                    (initial, 0, exptime)
+                    (initial, 0, exptime, 0)
                 }
             };
             value = new;
-            self.check(key, 20)?;
-            let item = Item::new(key, new.to_string().as_bytes(), flags, exptime);
+            let text = format!("{new:<kept$}");
+            self.check(key, text.len())?;
+            let item = Item::new(key, text.as_bytes(), flags, exptime);
             Ok(self.stamp(PayloadArc::new(item), now))
         });
         let counter = match (d.incr, hit) {
@@ -251,6 +260,7 @@ impl<B: super::Bytes> Store<B> {
             value,
             cas: item.cas(),
             exptime: item.exptime(),
+            created: !hit,
         })
     }
 
@@ -366,6 +376,7 @@ mod tests {
         let done = store.meta_arithmetic(b"n", &d(cas, Some(1100))).unwrap();
         assert_eq!((done.value, done.exptime), (11, 1100));
         assert!(done.cas > cas);
+        assert!(!done.created, "a hit creates nothing");
         assert_eq!(
             store.meta_arithmetic(b"n", &d(0, None)).unwrap().exptime,
             1100
@@ -375,7 +386,7 @@ mod tests {
             ..d(5, None)
         };
         let made = store.meta_arithmetic(b"m", &create).unwrap();
-        assert_eq!((made.value, made.exptime), (7, 1050));
+        assert_eq!((made.value, made.exptime, made.created), (7, 1050, true));
         assert_eq!(
             store.meta_arithmetic(b"x", &d(0, None)),
             Err(Error::NotFound)

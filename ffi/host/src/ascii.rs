@@ -43,8 +43,6 @@ pub enum Pending {
     Store(Box<Fill>),
     /// Data nobody stores: this many more bytes to drop.
     Swallow(usize),
-    /// The rest of a line to drop (data that ran past its length).
-    SkipLine,
 }
 
 /// A storage command's item and how much of its data arrived.
@@ -86,17 +84,6 @@ pub fn step(s: &mut Session, p: &mut Pending) -> Step {
                 Step::NeedInput
             }
         },
-        Pending::SkipLine => {
-            let buffered = s.input.buffered();
-            if let Some(i) = buffered.iter().position(|&b| b == b'\n') {
-                s.input.consume(i + 1);
-                return Step::Done;
-            }
-            let n = buffered.len();
-            s.input.consume(n);
-            *p = Pending::SkipLine;
-            Step::NeedInput
-        }
     }
 }
 
@@ -141,7 +128,7 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
                 reply(out, BAD_FORMAT);
                 Flow::Continue
             }
-            b"me" => meta::debug(peer, out, key),
+            b"me" => meta::debug(peer, out, &mut s.scratch, key),
             _ => {
                 let kind = match verb {
                     b"mg" => &meta::MG,
@@ -559,17 +546,13 @@ fn data(s: &mut Session, p: &mut Pending, mut fill: Box<Fill>) -> Step {
         return Step::NeedInput;
     }
     let crlf = [buffered[0], buffered[1]];
-    if &crlf != b"\r\n" {
-        reply(s.out.tail(), "CLIENT_ERROR bad data chunk");
-        // The data ran past its length: the rest of that line is data too, not a command.
-        if crlf[1] == b'\n' {
-            s.input.consume(2);
-            return Step::Done;
-        }
-        *p = Pending::SkipLine;
-        return Step::More;
-    }
     s.input.consume(2);
+    if &crlf != b"\r\n" {
+        // As memcached 1.6: the two bytes after the data are dropped with it, and what follows
+        // them is read as the next command (so data that ran past its length ends in `ERROR`).
+        say(s.out.tail(), fill.line.quiet, "CLIENT_ERROR bad data chunk");
+        return Step::Done;
+    }
     store(s, p, fill)
 }
 

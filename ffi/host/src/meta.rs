@@ -623,9 +623,13 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Req
         exptime: create.map_or(0, to_rel_time),
     };
     let engine = peer.engine();
-    let (mut cas, mut result, mut ttl) = (0, 0, None);
-    let rc = if cas_in != 0 || touch.is_some() || r.has(b't') {
-        // A CAS, a TTL to set or to report: our engines' private opcode.
+    let (mut cas, mut result, mut ttl, mut created) = (0, 0, None, false);
+    // A CAS, a TTL to set or to report need our engines' private opcode; `N q` asks it too,
+    // since memcached 1.6.18 answers a created item though `q` hides a hit (an engine without
+    // the opcode then serves it through v1, which cannot tell, and the answer stays hidden).
+    let needs_ext = cas_in != 0 || touch.is_some() || r.has(b't');
+    let mut rc = Err(ENGINE_ENOTSUP);
+    if needs_ext || (a.create && r.quiet()) {
         let mut x = [0u8; 40];
         x[0] = if incr { ARITH_INCR } else { 0 };
         if let Some(n) = create {
@@ -639,23 +643,27 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Req
         x[16..24].copy_from_slice(&delta.to_be_bytes());
         x[24..32].copy_from_slice(&initial.to_be_bytes());
         x[32..].copy_from_slice(&cas_in.to_be_bytes());
-        ours(call(peer, scratch, CMD_META_ARITHMETIC, &x, &r.key, &[])).and_then(|a| {
+        rc = ours(call(peer, scratch, CMD_META_ARITHMETIC, &x, &r.key, &[])).and_then(|a| {
             status_rc(a.status)?;
-            match (a.ext.get(4..8), <[u8; 8]>::try_from(&a.value[..])) {
-                (Some(&[e0, e1, e2, e3]), Ok(number)) => {
+            match (a.ext.get(4..9), <[u8; 8]>::try_from(&a.value[..])) {
+                (Some(&[e0, e1, e2, e3, made]), Ok(number)) => {
                     cas = a.cas;
                     result = u64::from_be_bytes(number);
                     ttl = Some(ttl_of(u32::from_be_bytes([e0, e1, e2, e3])));
+                    created = made != 0;
                     Ok(())
                 }
                 _ => Err(ENGINE_FAILED),
             }
-        })
-    } else {
-        peer.retry(|| ok(engine.arithmetic(&peer.cookie, &r.key, &a, &mut cas, &mut result, 0)))
-    };
+        });
+    }
+    if !needs_ext && rc == Err(ENGINE_ENOTSUP) {
+        ttl = None;
+        rc = peer
+            .retry(|| ok(engine.arithmetic(&peer.cookie, &r.key, &a, &mut cas, &mut result, 0)));
+    }
     let code = match rc {
-        Ok(()) if r.quiet() => return Flow::Continue,
+        Ok(()) if r.quiet() && !created => return Flow::Continue,
         Ok(()) => {
             let known = Known {
                 cas: Some(cas),
@@ -683,27 +691,53 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Req
     Flow::Continue
 }
 
-/// `me <key>`: what v1 tells of an item (its expiry and CAS; not the access times or slab
-/// class memcached's answer also has).
-pub fn debug(peer: &Peer, out: &mut Vec<u8>, key: &[u8]) -> Flow {
-    match peer.retry(|| peer.engine().get(&peer.cookie, key, 0)) {
-        Ok(item) => match item.info() {
-            Some(info) => {
-                out.extend_from_slice(b"ME ");
-                out.extend_from_slice(key);
-                let _ = write!(
-                    out,
-                    " exp={} cas={}\r\n",
-                    ttl_of(info.exptime()),
-                    info.cas()
-                );
-                Flow::Continue
+/// `me <key>`: the item's expiry and CAS, and on our engines (through the meta get's private
+/// opcode, with `u` so that looking changes nothing) also the seconds since its last access
+/// and whether it was fetched, in memcached 1.6's order. memcached's slab class and item size
+/// (`cls`, `size`) describe its slab allocator, which no engine here has: left out.
+pub fn debug(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, key: &[u8]) -> Flow {
+    const UNBUMPED: &[&[u8]] = &[b"u"];
+    let request = match parse(&MG, key, UNBUMPED) {
+        Ok(r) => r,
+        Err(text) => return say_error(out, text),
+    };
+    let known = match fetch_ext(peer, scratch, &request, None) {
+        Ok(Some((known, _))) => Ok(known),
+        Ok(None) => Err(ENGINE_KEY_ENOENT),
+        Err(Ok(ENGINE_ENOTSUP)) => debug_v1(peer, key),
+        Err(Ok(rc)) => Err(rc),
+        Err(Err(text)) => return say_error(out, text),
+    };
+    match known {
+        Ok(known) => {
+            out.extend_from_slice(b"ME ");
+            out.extend_from_slice(key);
+            let _ = write!(out, " exp={}", known.ttl.unwrap_or(-1));
+            if let Some(idle) = known.idle {
+                let _ = write!(out, " la={idle}");
             }
-            None => say_error(out, "SERVER_ERROR failed to get item details"),
-        },
+            let _ = write!(out, " cas={}", known.cas.unwrap_or(0));
+            if let Some(fetched) = known.hit_before {
+                let _ = write!(out, " fetch={}", if fetched { "yes" } else { "no" });
+            }
+            out.extend_from_slice(b"\r\n");
+            Flow::Continue
+        }
         Err(ENGINE_KEY_ENOENT) => say_error(out, "EN"),
+        Err(ENGINE_FAILED) => say_error(out, "SERVER_ERROR failed to get item details"),
         Err(rc) => engine_error(out, rc),
     }
+}
+
+/// What v1 tells `me` of an item: its expiry and CAS.
+fn debug_v1(peer: &Peer, key: &[u8]) -> Result<Known, ENGINE_ERROR_CODE> {
+    let item = peer.retry(|| peer.engine().get(&peer.cookie, key, 0))?;
+    let info = item.info().ok_or(ENGINE_FAILED)?;
+    Ok(Known {
+        cas: Some(info.cas()),
+        ttl: Some(ttl_of(info.exptime())),
+        ..Known::default()
+    })
 }
 
 /// The parsed `ms <key> <datalen> <flag>*` line.

@@ -130,11 +130,13 @@ fn bad_input_gets_memcached_errors() {
         "CLIENT_ERROR bad command line format"
     );
     assert_eq!(c.cmd("set k 0 0\r\n"), "ERROR");
-    // A bad data chunk is refused, and nothing is stored.
+    // A bad data chunk is refused, and nothing is stored; as in memcached, the two bytes after
+    // the data go with it and the rest is read as a command (here an empty line).
     assert_eq!(
         c.cmd("set k 0 0 1\r\nxyz\r\n"),
         "CLIENT_ERROR bad data chunk"
     );
+    assert_eq!(c.line(), "ERROR");
     // A value over the engine's limit: the engine's E2BIG, the data swallowed.
     let big = "x".repeat(2 << 20);
     assert_eq!(

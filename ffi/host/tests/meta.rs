@@ -16,8 +16,9 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 /// Requests (`\r\n` written out) and memcached 1.6.18's answers, in order, on one connection of a
-/// fresh server. `$CAS` in a request is the last CAS an answer reported; `c*` (but not `c0`)
-/// and a `VALUE` line's `*` stand for a CAS.
+/// fresh server. `$CAS` in a request is the last CAS an answer reported; `c*` (but not `c0`),
+/// a `VALUE` line's `*` and `me`'s `cas=*` stand for a CAS; `me`'s `cls` and `size` (memcached's
+/// slab class and item size) are left out.
 const TRANSCRIPT: &[(&str, &str)] = &[
     // mg: misses, quiet, opaque and key echoes.
     ("mg foo v\r\n", "EN\r\n"),
@@ -101,8 +102,34 @@ const TRANSCRIPT: &[(&str, &str)] = &[
         "ma cnt Dx\r\n",
         "CLIENT_ERROR invalid or duplicate flag\r\n",
     ),
-    // me (mn ends every request here).
+    // A shorter number keeps the length of the one it replaced, padded with spaces (decr and
+    // ma alike; the answer itself is not padded); a longer one grows the value.
+    ("ms dn 3\r\n100\r\n", "HD\r\n"),
+    ("decr dn 1\r\n", "99\r\n"),
+    ("get dn\r\n", "VALUE dn 0 3\r\n99 \r\nEND\r\n"),
+    ("ma dn MD D90 v\r\n", "VA 1\r\n9\r\n"),
+    ("mg dn v s\r\n", "VA 3 s3\r\n9  \r\n"),
+    ("incr dn 991\r\n", "1000\r\n"),
+    ("mg dn v\r\n", "VA 4\r\n1000\r\n"),
+    ("ma dn MD D995 v\r\n", "VA 1\r\n5\r\n"),
+    ("incr dn 5\r\n", "10\r\n"),
+    ("get dn\r\n", "VALUE dn 0 4\r\n10  \r\nEND\r\n"),
+    // q hides the answer to a hit, not to an item N created.
+    ("ma cq N0 q\r\n", "HD\r\n"),
+    ("ma cq N0 q\r\n", ""),
+    ("ma cq2 N0 J5 q v\r\n", "VA 1\r\n5\r\n"),
+    ("ma cq2 N0 q v\r\n", ""),
+    ("ma cq3 N0 q t\r\n", "HD t-1\r\n"),
+    ("ma cq3 N0 q t\r\n", ""),
+    // me (mn ends every request here): expiry, seconds since the last access, whether fetched;
+    // looking changes neither. (memcached 1.6.18 prints a remaining TTL negated, `exp=-100`;
+    // we print it as `t` does, so no item with a TTL is here.)
     ("me nope\r\n", "EN\r\n"),
+    ("ms mek 1\r\nm\r\n", "HD\r\n"),
+    ("me mek\r\n", "ME mek exp=-1 la=0 cas=* fetch=no\r\n"),
+    ("me mek\r\n", "ME mek exp=-1 la=0 cas=* fetch=no\r\n"),
+    ("mg mek v\r\n", "VA 1\r\nm\r\n"),
+    ("me mek\r\n", "ME mek exp=-1 la=0 cas=* fetch=yes\r\n"),
     // Bad lines.
     ("mg\r\n", "ERROR\r\n"),
     ("mg foo v v\r\n", "CLIENT_ERROR duplicate flag\r\n"),
@@ -160,6 +187,25 @@ const TRANSCRIPT: &[(&str, &str)] = &[
         "ms foo 1 x x x x x x x x x x x x x x x x x\r\nA\r\n",
         "CLIENT_ERROR options flags too long\r\nERROR\r\n",
     ),
+    // Data past its length: the two bytes after it go with it, the rest is a command line.
+    (
+        "set bd 0 0 2\r\nabcd\r\n",
+        "CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+    ),
+    ("set bd 0 0 2 noreply\r\nabcd\r\n", "ERROR\r\n"),
+    (
+        "ms bd 2\r\nabcd efg\r\n",
+        "CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+    ),
+    (
+        "ms bd 2 q\r\nabcd\r\n",
+        "CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+    ),
+    (
+        "set bd 0 0 2\r\nxxx\r\nget bd\r\n",
+        "CLIENT_ERROR bad data chunk\r\nERROR\r\nEND\r\n",
+    ),
+    ("mg bd v\r\n", "EN\r\n"),
     ("mg foo v\r\n", "VA 2\r\nrr\r\n"),
     // gat and gats.
     (
@@ -267,14 +313,19 @@ impl Conn {
             let meta = ["VA ", "HD", "EN", "NS", "EX", "NF"]
                 .iter()
                 .any(|code| body.starts_with(code));
+            let debug = body.starts_with("ME ");
             let tokens: Vec<String> = body
                 .split(' ')
+                // memcached's slab class and item size, which our engines do not have.
+                .filter(|t| !(debug && (t.starts_with("cls=") || t.starts_with("size="))))
                 .enumerate()
                 .map(|(i, t)| {
                     let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
                     if meta && i > 0 && t.starts_with('c') && number(&t[1..]) && t != "c0" {
                         self.cas = t[1..].to_string();
                         "c*".to_string()
+                    } else if debug && t.starts_with("cas=") {
+                        "cas=*".to_string()
                     } else if body.starts_with("VALUE ") && i == 4 {
                         self.cas = t.to_string();
                         "*".to_string()
@@ -388,6 +439,10 @@ fn without_gat_the_engine_cannot_touch_on_get() {
     let unsupported = UNSUPPORTED;
     assert_eq!(conn.ask("ms foo 2 F3\r\nab\r\n"), "HD\r\n");
     assert_eq!(conn.ask("mg foo v f k\r\n"), "VA 2 f3 kfoo\r\nab\r\n");
+    // v1 tells `me` no access time, and `ma` not whether `N` created the item (q hides it).
+    assert_eq!(conn.ask("me foo\r\n"), "ME foo exp=-1 cas=*\r\n");
+    assert_eq!(conn.ask("ma n N0 J7 q\r\n"), "");
+    assert_eq!(conn.ask("ma n v\r\n"), "VA 1\r\n8\r\n");
     assert_eq!(conn.ask("mg foo T30 v\r\n"), unsupported);
     assert_eq!(conn.ask("gat 30 foo\r\n"), unsupported);
     assert_eq!(conn.ask("gats 30 foo\r\n"), unsupported);

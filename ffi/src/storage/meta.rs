@@ -95,9 +95,10 @@ pub(crate) fn command(
             };
             match store.meta_arithmetic(key, &d) {
                 Ok(done) => {
-                    let mut ext = [0; 8];
+                    let mut ext = [0; 9];
                     ext[..4].copy_from_slice(&ANSWER_MAGIC);
-                    ext[4..].copy_from_slice(&done.exptime.to_be_bytes());
+                    ext[4..8].copy_from_slice(&done.exptime.to_be_bytes());
+                    ext[8] = u8::from(done.created);
                     let value = done.value.to_be_bytes();
                     send(&ext, &value, PROTOCOL_BINARY_RESPONSE_SUCCESS, done.cas)
                 }
