@@ -180,8 +180,7 @@ impl<T> L1<T> {
             // Sized once: the index at twice the capacity so that churn rehashes in place.
             self.slab.reserve_exact(self.capacity);
             let slab = &self.slab;
-            self.index
-                .reserve(self.capacity * 2, |&i| slab.get(i).hash);
+            self.index.reserve(self.capacity * 2, |&i| slab.get(i).hash);
         }
         if let Some(index) = self.find(key.bytes(), hash) {
             self.evict(index);
@@ -301,7 +300,10 @@ mod tests {
         put(&mut l1, "b", Some(2), None, 0);
         assert!(get(&mut l1, b"a", 0, 0).is_some()); // a is now the most recent
         put(&mut l1, "c", Some(3), None, 0);
-        assert!(get(&mut l1, b"b", 0, 0).is_none(), "b was least recently used");
+        assert!(
+            get(&mut l1, b"b", 0, 0).is_none(),
+            "b was least recently used"
+        );
         assert_eq!(get(&mut l1, b"a", 0, 0).flatten().as_deref(), Some(&1));
         assert_eq!(get(&mut l1, b"c", 0, 0).flatten().as_deref(), Some(&3));
         assert_eq!(l1.len(), 2);
