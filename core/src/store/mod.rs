@@ -210,9 +210,7 @@ impl<B: Bytes> Store<B> {
         let shards = wanted.min(capacity / page).max(1);
         let l2 = L2::with_shards(capacity, shards)
             .map_err(|_| Error::InvalidConfig("cache_size"))?
-            .weigh_with(Item::<B>::size)
-            // Items carry their keys: the store never asks L2 for one.
-            .without_short_key_copies();
+            .weigh_with(Item::<B>::size);
         Ok(Self {
             l2,
             config,

@@ -185,7 +185,8 @@ type IntoL1Ref<'a, T, V> = &'a (dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, 
 
 /// A miss that needs the loader.
 struct Pending<'a, T, V> {
-    stripe: usize,
+    /// The key's L2 hash (hashed once per operation: L1, stripe and L2 all use it).
+    hash: u64,
     stale: Option<Option<PayloadArc<T>>>,
     opts: Resolved,
     into: IntoL1Ref<'a, T, V>,
@@ -399,7 +400,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// touching L1; a stale entry only when `stale` is set.
     pub fn peek(&self, key: &[u8], stale: bool) -> Option<Peek<T>> {
         let now = self.now();
-        let found = self.read_l2(key, now)?;
+        let found = self.read_l2(key, self.l2.hash(self.ns.id, key), now)?;
         let is_stale = found.entry.is_stale(now);
         if is_stale && !stale {
             return None;
@@ -426,7 +427,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             opts.neg_ttl
         };
         let pending = Pending {
-            stripe: Namespace::stripe(hash),
+            hash,
             stale: None,
             opts,
             into: &*self.into_l1,
@@ -437,7 +438,8 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
 
     /// Removes `key` from L2 and this thread's L1, and invalidates the other threads' copies.
     pub fn delete(&self, key: &[u8]) {
-        let stripe = Namespace::stripe(self.l2.hash(self.ns.id, key));
+        let hash = self.l2.hash(self.ns.id, key);
+        let stripe = Namespace::stripe(hash);
         self.l2.remove(self.ns.id, key, || {
             if !mutant::active(Mutant::DeleteSkipsBump) {
                 self.ns.bump(stripe);
@@ -446,7 +448,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         if let Some((misses, ns)) = &self.misses {
             misses.remove(ns.id, key, || self.ns.bump(stripe));
         }
-        self.l1(|l1| l1.remove(key));
+        self.l1(|l1| l1.remove(key, hash));
     }
 
     /// Removes every entry of this cache from L2 (other caches on the same store keep theirs)
@@ -518,44 +520,45 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         // Checked on every path, an L1 hit included (the seed lets an L1 hit through).
         let opts = self.opts.resolve(opts)?;
         let now = self.now();
+        let hash = self.l2.hash(self.ns.id, key);
         let generation = |stripe| self.ns.generation(stripe);
-        if let Some(value) = self.l1(|l1| l1.get(key, now, generation)) {
+        if let Some(value) = self.l1(|l1| l1.get(key, hash, now, generation)) {
             return Ok(Ok(Hit {
                 value,
                 level: Level::L1,
             }));
         }
-        let hash = self.l2.hash(self.ns.id, key);
-        let stripe = Namespace::stripe(hash);
-        let stale = match self.read_and_promote(key, stripe, now, into)? {
+        let stale = match self.read_and_promote(key, hash, now, into)? {
             Read::Fresh(hit) => return Ok(Ok(hit)),
             Read::Stale(value) => Some(value),
             Read::Absent => None,
         };
         Ok(Err(Pending {
-            stripe,
+            hash,
             stale,
             opts,
             into,
         }))
     }
 
-    /// Reads L2 and promotes a fresh value into L1, tagged with the generation read before.
+    /// Reads L2 (`key` of L2 hash `hash`) and promotes a fresh value into L1, tagged with the
+    /// generation read before.
     fn read_and_promote(
         &self,
         key: &[u8],
-        stripe: usize,
+        hash: u64,
         now: u64,
         into: IntoL1Ref<'_, T, V>,
     ) -> Result<Read<T, V>, Error> {
+        let stripe = Namespace::stripe(hash);
         // Read before L2: a write that lands after it bumps past this tag, so the copy we are
         // about to keep can only be invalidated, never wrongly kept.
         let mut generation = self.ns.generation(stripe);
-        let found = self.read_l2(key, now);
+        let found = self.read_l2(key, hash, now);
         if mutant::active(Mutant::L1TagsAfterL2Read) {
             generation = self.ns.generation(stripe);
         }
-        let Some(Found { key, entry }) = found else {
+        let Some(Found { long_key, entry }) = found else {
             return Ok(Read::Absent);
         };
         if entry.is_stale(now) {
@@ -569,15 +572,19 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         let value = match entry.expires_at() {
             // No life left: served, not kept.
             Some(at) if at <= now => transform(entry.value, into)?,
-            expires_at => self.keep(key, entry.value, expires_at, (stripe, generation), into)?,
+            expires_at => {
+                let key = l1::Key::new(key, long_key);
+                self.keep((key, hash), entry.value, expires_at, generation, into)?
+            }
         };
         Ok(Read::Fresh(Hit { value, level }))
     }
 
-    /// The key's L2 entry: the value store's unless it is absent or stale and the miss store
-    /// holds a fresher one (a miss cached after the value expired).
-    fn read_l2(&self, key: &[u8], now: u64) -> Option<Found<T>> {
-        let value = self.l2.get(self.ns.id, key);
+    /// The key's L2 entry (`hash`: its hash in the value store): the value store's unless it
+    /// is absent or stale and the miss store holds a fresher one (a miss cached after the
+    /// value expired).
+    fn read_l2(&self, key: &[u8], hash: u64, now: u64) -> Option<Found<T>> {
+        let value = self.l2.get_hashed(self.ns.id, key, hash);
         if value.as_ref().is_some_and(|v| !v.entry.is_stale(now)) {
             return value;
         }
@@ -590,18 +597,18 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         }
     }
 
-    /// Transforms `value` and keeps it in this thread's L1.
+    /// Transforms `value` and keeps it in this thread's L1 for `key` of L2 hash `hash`.
     fn keep(
         &self,
-        key: PayloadArc<[u8]>,
+        (key, hash): (l1::Key, u64),
         value: Option<PayloadArc<T>>,
         expires_at: Option<u64>,
-        (stripe, generation): (usize, u64),
+        generation: u64,
         into: IntoL1Ref<'_, T, V>,
     ) -> Result<Option<PayloadArc<V>>, Error> {
         let value = transform(value, into)?;
         let copy = value.clone();
-        self.l1(|l1| l1.insert(key, copy, expires_at, stripe, generation));
+        self.l1(|l1| l1.insert(key, hash, copy, expires_at, generation));
         Ok(value)
     }
 
@@ -638,7 +645,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             }
             None => (&self.l2, self.ns.id, StoreKind::Values),
         };
-        let stripe = pending.stripe;
+        let stripe = Namespace::stripe(pending.hash);
         // Read before the write, as in `read_and_promote`, for a load.
         let mut before = self.ns.generation(stripe);
         let stored = l2.insert(ns, key, entry, pending.opts.tries, || {
@@ -662,10 +669,10 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         };
         let expires_at = (ttl > 0).then(|| now.saturating_add(ttl));
         self.keep(
-            key.into(),
+            (l1::Key::new(key, None), pending.hash),
             value,
             expires_at,
-            (stripe, generation),
+            generation,
             pending.into,
         )
     }
@@ -682,7 +689,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             .acquire(key, &self.opts.clock, pending.opts.lock);
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
-            let read = self.read_and_promote(key, pending.stripe, self.now(), pending.into)?;
+            let read = self.read_and_promote(key, pending.hash, self.now(), pending.into)?;
             if let Read::Fresh(hit) = read {
                 return Ok(hit);
             }

@@ -4,19 +4,18 @@
 //!
 //! An index-linked slab (recency list threaded through slot indices) plus a hash index, both
 //! sized on first use: a hit allocates nothing, and neither does a promotion once full, since
-//! it reuses the least recently used slot. Each entry carries the invalidation generation of
-//! its stripe at the time it was read from L2; a hit whose stripe has moved on is a miss.
+//! it reuses the least recently used slot. The index is probed with the key's L2 hash, which
+//! the cache computes once per operation (for L1, its invalidation stripe and L2 alike): L1
+//! hashes nothing itself. Each entry carries the invalidation generation of its stripe at the
+//! time it was read from L2; a hit whose stripe has moved on is a miss.
 
+use super::l2::INLINE_KEY;
 use super::namespace::Namespace;
 use crate::linked_slab::{LinkedSlab, List};
 use crate::sync::{Arc, PayloadArc};
+use hashbrown::HashTable;
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
-use std::collections::HashMap;
-
-/// The L1 index's hasher: foldhash, several times faster than SipHash on short keys (an L1 hit
-/// hashes its key once), randomly seeded per L1 against hash flooding.
-type IndexHasher = foldhash::fast::RandomState;
 
 /// One of this thread's L1s: the one of the caches of `ns` that keep `L1<T>`s, `l1`'s type.
 struct Local {
@@ -71,21 +70,60 @@ pub(crate) fn with_local<T: 'static, R>(
     })
 }
 
+/// A key as L1 keeps it: inline when L2 keeps it inline too, copied from the caller's key (no
+/// allocation, and no shared count to touch on promotion and eviction: each was a cache miss),
+/// else L2's shared copy.
+#[derive(Debug)]
+pub(crate) enum Key {
+    /// The length and the bytes.
+    Inline(u8, [u8; INLINE_KEY]),
+    Shared(PayloadArc<[u8]>),
+}
+
+impl Key {
+    /// `key`, inline when short enough, else `shared` (the same bytes, shared) or a new copy.
+    pub(crate) fn new(key: &[u8], shared: Option<PayloadArc<[u8]>>) -> Self {
+        if key.len() <= INLINE_KEY {
+            let mut bytes = [0; INLINE_KEY];
+            bytes[..key.len()].copy_from_slice(key);
+            Self::Inline(key.len() as u8, bytes)
+        } else {
+            Self::Shared(shared.unwrap_or_else(|| key.into()))
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Inline(len, bytes) => &bytes[..usize::from(*len)],
+            Self::Shared(key) => key,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Entry<T> {
-    key: PayloadArc<[u8]>,
+    key: Key,
+    /// The key's L2 hash (randomly seeded per store, against hash flooding); its stripe is
+    /// [`Namespace::stripe`] of it.
+    hash: u64,
     /// `None` caches a miss.
     value: Option<PayloadArc<T>>,
     /// Clock time it stops being valid (ms); `None` for never.
     expires_at: Option<u64>,
-    stripe: usize,
     generation: u64,
+}
+
+impl<T> Entry<T> {
+    fn stripe(&self) -> usize {
+        Namespace::stripe(self.hash)
+    }
 }
 
 /// One thread's LRU for one cache name.
 #[derive(Debug)]
 pub(crate) struct L1<T> {
-    index: HashMap<PayloadArc<[u8]>, u32, IndexHasher>,
+    /// Slab indices, by their entries' hashes.
+    index: HashTable<u32>,
     slab: LinkedSlab<Entry<T>>,
     /// Front: most recently used. Back: least recently used, the next to go.
     recency: List,
@@ -95,25 +133,27 @@ pub(crate) struct L1<T> {
 impl<T> L1<T> {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            index: HashMap::default(),
+            index: HashTable::new(),
             slab: LinkedSlab::new(),
             recency: List::EMPTY,
             capacity,
         }
     }
 
-    /// The value cached for `key` (`Some(None)` for a cached miss), unless it expired at `now`
-    /// or its stripe's generation (`generation(stripe)`) moved on since it was read.
+    /// The value cached for `key` of L2 hash `hash` (`Some(None)` for a cached miss), unless it
+    /// expired at `now` or its stripe's generation (`generation(stripe)`) moved on since it was
+    /// read.
     pub(crate) fn get(
         &mut self,
         key: &[u8],
+        hash: u64,
         now: u64,
         generation: impl Fn(usize) -> u64,
     ) -> Option<Option<PayloadArc<T>>> {
-        let index = *self.index.get(key)?;
+        let index = self.find(key, hash)?;
         let entry = self.slab.get(index);
         if entry.expires_at.is_some_and(|at| now >= at)
-            || generation(entry.stripe) != entry.generation
+            || generation(entry.stripe()) != entry.generation
         {
             self.evict(index);
             return None;
@@ -126,21 +166,23 @@ impl<T> L1<T> {
         Some(value)
     }
 
-    /// Caches `value` for `key` until `expires_at`, tagged with its stripe's `generation`.
+    /// Caches `value` for `key` of L2 hash `hash` until `expires_at`, tagged with its stripe's
+    /// `generation`.
     pub(crate) fn insert(
         &mut self,
-        key: PayloadArc<[u8]>,
+        key: Key,
+        hash: u64,
         value: Option<PayloadArc<T>>,
         expires_at: Option<u64>,
-        stripe: usize,
         generation: u64,
     ) {
         if self.slab.is_unsized() {
             // Sized once: the index at twice the capacity so that churn rehashes in place.
             self.slab.reserve_exact(self.capacity);
-            self.index.reserve(self.capacity * 2);
+            let slab = &self.slab;
+            self.index.reserve(self.capacity * 2, |&i| slab.get(i).hash);
         }
-        if let Some(&index) = self.index.get(&*key) {
+        if let Some(index) = self.find(key.bytes(), hash) {
             self.evict(index);
         }
         if self.recency.len() >= self.capacity {
@@ -149,19 +191,20 @@ impl<T> L1<T> {
             }
         }
         let entry = Entry {
-            key: key.clone(),
+            key,
+            hash,
             value,
             expires_at,
-            stripe,
             generation,
         };
         let index = self.slab.push_front(&mut self.recency, entry);
-        self.index.insert(key, index);
+        let slab = &self.slab;
+        self.index.insert_unique(hash, index, |&i| slab.get(i).hash);
     }
 
-    /// Drops `key`'s copy.
-    pub(crate) fn remove(&mut self, key: &[u8]) {
-        if let Some(&index) = self.index.get(key) {
+    /// Drops the copy of `key` (of L2 hash `hash`).
+    pub(crate) fn remove(&mut self, key: &[u8], hash: u64) {
+        if let Some(index) = self.find(key, hash) {
             self.evict(index);
         }
     }
@@ -179,7 +222,7 @@ impl<T> L1<T> {
         while let Some(index) = cursor {
             cursor = self.slab.next(index);
             let entry = self.slab.get(index);
-            if generation(entry.stripe) != entry.generation {
+            if generation(entry.stripe()) != entry.generation {
                 self.evict(index);
             }
         }
@@ -200,14 +243,31 @@ impl<T> L1<T> {
         self.slab.validate(&[&self.recency]);
         assert!(self.recency.len() <= self.capacity, "L1 over capacity");
         assert_eq!(self.index.len(), self.recency.len(), "L1 index size");
-        for (key, &index) in &self.index {
-            assert_eq!(self.slab.get(index).key, *key, "L1 index points elsewhere");
+        for &index in &self.index {
+            let entry = self.slab.get(index);
+            assert_eq!(
+                self.find(entry.key.bytes(), entry.hash),
+                Some(index),
+                "L1 index points elsewhere"
+            );
         }
     }
 
+    /// The slot of `key`'s copy.
+    fn find(&self, key: &[u8], hash: u64) -> Option<u32> {
+        let slab = &self.slab;
+        self.index
+            .find(hash, |&i| slab.get(i).key.bytes() == key)
+            .copied()
+    }
+
     fn evict(&mut self, index: u32) {
-        let entry = self.slab.remove(&mut self.recency, index);
-        self.index.remove(&*entry.key);
+        let hash = self.slab.get(index).hash;
+        // Found by its slot: no key compare.
+        if let Ok(found) = self.index.find_entry(hash, |&i| i == index) {
+            found.remove();
+        }
+        self.slab.remove(&mut self.recency, index);
     }
 }
 
@@ -215,42 +275,78 @@ impl<T> L1<T> {
 mod tests {
     use super::*;
 
-    fn key(k: &str) -> PayloadArc<[u8]> {
-        k.as_bytes().into()
+    fn key(k: &str) -> Key {
+        Key::new(k.as_bytes(), None)
+    }
+
+    /// A test hash: the key's first byte, in the stripe bits too (so stripes differ per key).
+    fn h(k: &[u8]) -> u64 {
+        u64::from(k[0]) * 0x0101_0101_0101_0101
+    }
+
+    fn put(l1: &mut L1<i32>, k: &str, v: Option<i32>, expires_at: Option<u64>, generation: u64) {
+        let v = v.map(PayloadArc::new);
+        l1.insert(key(k), h(k.as_bytes()), v, expires_at, generation);
+    }
+
+    fn get(l1: &mut L1<i32>, k: &[u8], now: u64, g: u64) -> Option<Option<PayloadArc<i32>>> {
+        l1.get(k, h(k), now, |_| g)
     }
 
     #[test]
     fn keeps_the_most_recently_used_within_capacity() {
         let mut l1 = L1::new(2);
-        l1.insert(key("a"), Some(PayloadArc::new(1)), None, 0, 0);
-        l1.insert(key("b"), Some(PayloadArc::new(2)), None, 0, 0);
-        assert!(l1.get(b"a", 0, |_| 0).is_some()); // a is now the most recent
-        l1.insert(key("c"), Some(PayloadArc::new(3)), None, 0, 0);
+        put(&mut l1, "a", Some(1), None, 0);
+        put(&mut l1, "b", Some(2), None, 0);
+        assert!(get(&mut l1, b"a", 0, 0).is_some()); // a is now the most recent
+        put(&mut l1, "c", Some(3), None, 0);
         assert!(
-            l1.get(b"b", 0, |_| 0).is_none(),
+            get(&mut l1, b"b", 0, 0).is_none(),
             "b was least recently used"
         );
-        assert_eq!(l1.get(b"a", 0, |_| 0).flatten().as_deref(), Some(&1));
-        assert_eq!(l1.get(b"c", 0, |_| 0).flatten().as_deref(), Some(&3));
+        assert_eq!(get(&mut l1, b"a", 0, 0).flatten().as_deref(), Some(&1));
+        assert_eq!(get(&mut l1, b"c", 0, 0).flatten().as_deref(), Some(&3));
         assert_eq!(l1.len(), 2);
+        l1.validate();
+    }
+
+    #[test]
+    fn keys_of_one_hash_stay_apart() {
+        let mut l1 = L1::new(4);
+        l1.insert(key("ab"), 7, Some(PayloadArc::new(1)), None, 0);
+        l1.insert(key("ac"), 7, Some(PayloadArc::new(2)), None, 0);
+        l1.insert(key("ab"), 7, Some(PayloadArc::new(3)), None, 0);
+        assert_eq!(l1.len(), 2, "a re-insert replaces its own key only");
+        assert_eq!(l1.get(b"ab", 7, 0, |_| 0).flatten().as_deref(), Some(&3));
+        assert_eq!(l1.get(b"ac", 7, 0, |_| 0).flatten().as_deref(), Some(&2));
+        let long = [b'l'; INLINE_KEY + 1];
+        l1.insert(Key::new(&long, None), 7, None, None, 0);
+        assert_eq!(l1.get(&long, 7, 0, |_| 0), Some(None), "a long key, shared");
+        l1.remove(b"ab", 7);
+        assert!(l1.get(b"ab", 7, 0, |_| 0).is_none());
+        assert!(l1.get(b"ac", 7, 0, |_| 0).is_some());
+        assert_eq!(l1.len(), 2);
+        l1.validate();
     }
 
     #[test]
     fn expiry_generation_remove_clear_and_sweep() {
         let mut l1: L1<i32> = L1::new(4);
-        l1.insert(key("t"), None, Some(10), 0, 0);
-        assert_eq!(l1.get(b"t", 9, |_| 0), Some(None), "a cached miss");
-        assert_eq!(l1.get(b"t", 10, |_| 0), None, "expired at 10");
-        l1.insert(key("g"), Some(PayloadArc::new(1)), None, 1, 5);
-        assert!(l1.get(b"g", 0, |_| 6).is_none(), "its stripe moved on");
-        l1.insert(key("x"), Some(PayloadArc::new(1)), None, 0, 0);
-        l1.insert(key("y"), Some(PayloadArc::new(1)), None, 1, 0);
-        l1.remove(b"x");
-        assert!(l1.get(b"x", 0, |_| 0).is_none());
-        l1.sweep(|stripe| stripe as u64);
-        assert_eq!(l1.len(), 0, "stripe 1 moved on");
-        l1.insert(key("z"), Some(PayloadArc::new(1)), None, 0, 0);
+        put(&mut l1, "t", None, Some(10), 0);
+        assert_eq!(get(&mut l1, b"t", 9, 0), Some(None), "a cached miss");
+        assert_eq!(get(&mut l1, b"t", 10, 0), None, "expired at 10");
+        put(&mut l1, "g", Some(1), None, 5);
+        assert!(get(&mut l1, b"g", 0, 6).is_none(), "its stripe moved on");
+        put(&mut l1, "x", Some(1), None, 0);
+        put(&mut l1, "y", Some(1), None, 0);
+        l1.remove(b"x", h(b"x"));
+        assert!(get(&mut l1, b"x", 0, 0).is_none());
+        let y = Namespace::stripe(h(b"y"));
+        l1.sweep(|stripe| u64::from(stripe == y));
+        assert_eq!(l1.len(), 0, "y's stripe moved on");
+        put(&mut l1, "z", Some(1), None, 0);
         l1.clear();
         assert_eq!(l1.len(), 0);
+        l1.validate();
     }
 }

@@ -101,7 +101,10 @@ pub(crate) enum Change<T> {
 /// A copy of what a read found.
 #[derive(Debug)]
 pub(crate) struct Found<T> {
-    pub key: PayloadArc<[u8]>,
+    /// The node's shared copy of a key longer than [`INLINE_KEY`]; `None` for a shorter one,
+    /// which the reader copies from the key it asked for (sharing costs a miss on the copy's
+    /// count, and another when the reader drops it).
+    pub long_key: Option<PayloadArc<[u8]>>,
     pub entry: Entry<T>,
 }
 
@@ -109,7 +112,7 @@ pub(crate) struct Found<T> {
 /// compares them in the cache line it already loaded instead of missing on the key's own
 /// allocation (profiles of the storage bench: a third of a read was that miss and its memcmp).
 /// 24 bytes keep the node within 120 bytes (below).
-const INLINE_KEY: usize = 24;
+pub(crate) const INLINE_KEY: usize = 24;
 
 /// `repr(C)`: everything a lookup reads (hash, namespace, frequency, next link, short key and
 /// the entry's value) lies in its first 64 bytes, so a hit touches two cache lines of it at
@@ -127,8 +130,7 @@ struct Node<T> {
     next: Atomic<Node<T>>,
     inline: [u8; INLINE_KEY],
     entry: Entry<T>,
-    /// The key as a shared allocation: always for a long key, for a short one only when the
-    /// store hands keys out ([`L2::get`]; see [`L2::without_short_key_copies`]).
+    /// The key as a shared allocation, for a key longer than [`INLINE_KEY`] only.
     key: Option<PayloadArc<[u8]>>,
     /// Its slot in the shard's policy, fixed before the node is published.
     slot: u32,
@@ -165,14 +167,6 @@ impl<T> Node<T> {
         }
     }
 
-    /// The key, shared: the node's copy, or a new one of its inline bytes (a node without a
-    /// copy holds its key inline).
-    fn shared_key(&self) -> PayloadArc<[u8]> {
-        self.key
-            .clone()
-            .unwrap_or_else(|| self.inline[..usize::from(self.inline_len)].into())
-    }
-
     /// In a model, fails if this node was freed while a reader still held it.
     fn check_live(&self) {
         #[cfg(mcb_loom)]
@@ -191,6 +185,22 @@ struct Probe<'k> {
     key: &'k [u8],
     /// The key zero-padded to [`INLINE_KEY`] bytes, when it is that short (how nodes hold it).
     inline: Option<[u8; INLINE_KEY]>,
+}
+
+/// `key`'s probe, given its hash ([`L2::hash`]).
+#[inline]
+fn probe(ns: u32, key: &[u8], hash: u64) -> Probe<'_> {
+    let inline = (key.len() <= INLINE_KEY).then(|| {
+        let mut padded = [0; INLINE_KEY];
+        padded[..key.len()].copy_from_slice(key);
+        padded
+    });
+    Probe {
+        hash,
+        ns,
+        key,
+        inline,
+    }
 }
 
 /// The policy's handle on a linked node.
@@ -262,8 +272,6 @@ pub struct L2<T> {
     weigher: Box<dyn Fn(&T) -> usize + Send + Sync>,
     namespaces: Mutex<Vec<Arc<Namespace>>>,
     domain: Domain,
-    /// Whether nodes keep a shared copy of a short key (see [`L2::without_short_key_copies`]).
-    short_key_copies: bool,
 }
 
 impl<T> fmt::Debug for L2<T> {
@@ -314,21 +322,12 @@ impl<T: Send + Sync + 'static> L2<T> {
             weigher: Box::new(super::weigh::default_weight::<T>),
             namespaces: Mutex::new(Vec::new()),
             domain: Domain::per_thread(),
-            short_key_copies: true,
         })
     }
 
     /// Weighs values with `weigher` (bytes) instead of the default (see [`L2::with_shards`]).
     pub fn weigh_with(mut self, weigher: impl Fn(&T) -> usize + Send + Sync + 'static) -> Self {
         self.weigher = Box::new(weigher);
-        self
-    }
-
-    /// Keeps short keys only inline in their nodes, without a shared copy: one allocation less
-    /// per write, for a user that reads through [`L2::read`] and [`L2::update`], which hand
-    /// out no key ([`L2::get`] then allocates the key it returns).
-    pub(crate) fn without_short_key_copies(mut self) -> Self {
-        self.short_key_copies = false;
         self
     }
 
@@ -440,17 +439,7 @@ impl<T: Send + Sync + 'static> L2<T> {
     }
 
     fn probe<'k>(&self, ns: u32, key: &'k [u8]) -> Probe<'k> {
-        let inline = (key.len() <= INLINE_KEY).then(|| {
-            let mut padded = [0; INLINE_KEY];
-            padded[..key.len()].copy_from_slice(key);
-            padded
-        });
-        Probe {
-            hash: self.hash(ns, key),
-            ns,
-            key,
-            inline,
-        }
+        probe(ns, key, self.hash(ns, key))
     }
 
     fn shard(&self, hash: u64) -> &Shard<T> {
@@ -462,8 +451,14 @@ impl<T: Send + Sync + 'static> L2<T> {
 
     /// Reads `key` without a lock; the copy shares the value.
     pub(crate) fn get(&self, ns: u32, key: &[u8]) -> Option<Found<T>> {
-        self.find_with(ns, key, |node| Found {
-            key: node.shared_key(),
+        self.get_hashed(ns, key, self.hash(ns, key))
+    }
+
+    /// [`L2::get`] for a caller that already hashed the key with [`L2::hash`] (a cache hashes
+    /// a key once per operation, for its L1 and its invalidation stripe too).
+    pub(crate) fn get_hashed(&self, ns: u32, key: &[u8], hash: u64) -> Option<Found<T>> {
+        self.find_with(probe(ns, key, hash), |node| Found {
+            long_key: node.key.clone(),
             entry: node.entry.clone(),
         })
     }
@@ -471,12 +466,11 @@ impl<T: Send + Sync + 'static> L2<T> {
     /// Reads `key` without a lock, handing `f` the stored entry (which it may only borrow for
     /// the call: what it keeps, it clones).
     pub(crate) fn read<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Entry<T>) -> R) -> Option<R> {
-        self.find_with(ns, key, |node| f(&node.entry))
+        self.find_with(self.probe(ns, key), |node| f(&node.entry))
     }
 
-    /// `get` and `read`: runs `f` on `key`'s node, found without a lock.
-    fn find_with<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Node<T>) -> R) -> Option<R> {
-        let probe = self.probe(ns, key);
+    /// `get` and `read`: runs `f` on the probed key's node, found without a lock.
+    fn find_with<R>(&self, probe: Probe<'_>, f: impl FnOnce(&Node<T>) -> R) -> Option<R> {
         let guard = self.domain.pin();
         let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), &guard, |n| {
             n.is(&probe)
@@ -594,11 +588,7 @@ impl<T: Send + Sync + 'static> L2<T> {
             }
         };
         let (inline, inline_len, copy) = match probe.inline {
-            Some(padded) => (
-                padded,
-                key.len() as u8,
-                self.short_key_copies.then(|| key.into()),
-            ),
+            Some(padded) => (padded, key.len() as u8, None),
             None => ([0; INLINE_KEY], u8::MAX, Some(key.into())),
         };
         let mut node = Owned::new(Node {
