@@ -60,8 +60,8 @@ add release-cas-relaxed core/src/bucket/connection.rs bucket \
     $'Mutant::ReleaseCasRelaxed,\n                Ordering::Relaxed,' \
     "reservation CAS AcqRel to Relaxed: the freer may not see another user's accesses"
 add store-tag-after-write core/src/tiers/cache.rs tiers \
-    $'        let mut before = self.ns.generation(stripe);\n        let stored = l2.insert(ns, key, entry, pending.opts.tries, || {\n            strict.then(|| self.ns.bump(stripe))\n        });\n' \
-    $'        let stored = l2.insert(ns, key, entry, pending.opts.tries, || {\n            strict.then(|| self.ns.bump(stripe))\n        });\n        let mut before = self.ns.generation(stripe);\n' \
+    $'        let mut before = self.ns.generation(stripe);\n        let stored = l2.insert(ns, key, entry, pending.opts.tries, || {\n            let bump = strict && !mutant::active(Mutant::SetSkipsBump);\n            bump.then(|| self.ns.bump(stripe))\n        });\n' \
+    $'        let stored = l2.insert(ns, key, entry, pending.opts.tries, || {\n            let bump = strict && !mutant::active(Mutant::SetSkipsBump);\n            bump.then(|| self.ns.bump(stripe))\n        });\n        let mut before = self.ns.generation(stripe);\n' \
     "load path tags its L1 copy after its L2 write: the copy can outlive a concurrent set"
 add delete-no-bump core/src/tiers/cache.rs tiers \
     'if !mutant::active(Mutant::DeleteSkipsBump) {' 'if false {' \
@@ -70,12 +70,12 @@ add purge-no-bump core/src/tiers/cache.rs tiers \
     'if !mutant::active(Mutant::PurgeSkipsBump) {' 'if false {' \
     "purge does not bump the generations: other threads' L1 copies survive it"
 add l2-retire-before-unlink core/src/tiers/l2.rs tiers \
-    $'    link.store(next, Ordering::Release);\n    retire(guard, node);' \
-    $'    retire(guard, node);\n    link.store(next, Ordering::Release);' \
+    $'        link.store(next, Ordering::Release);\n        self.retire(state, node, guard);' \
+    $'        self.retire(state, node, guard);\n        link.store(next, Ordering::Release);' \
     "node retired before it is unlinked: a reader can find it after its grace period began"
 add l2-read-unpinned core/src/tiers/l2.rs tiers \
-    $'        let guard = self.domain.pin();\n        let (_, found) = find(self.shard(hash).bucket(hash), &guard, |n| {' \
-    $'        // SAFETY: none: the mutant reads without pinning.\n        let guard = unsafe { epoch::unprotected() };\n        let (_, found) = find(self.shard(hash).bucket(hash), guard, |n| {' \
+    $'        let guard = self.domain.pin();\n        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), &guard, |n| {' \
+    $'        // SAFETY: none: the mutant reads without pinning.\n        let guard = unsafe { epoch::unprotected() };\n        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), guard, |n| {' \
     "L2 read without pinning the epoch: use after free"
 
 # Replaces exactly one occurrence of $FROM by $TO in the file.
