@@ -143,7 +143,8 @@ assert c.append("k", b"!", noreply=False) and c.prepend("k", b"<", noreply=False
 assert c.get("k") == b"<v4!"
 assert c.set("n", b"10")
 assert c.incr("n", 5) == 15 and c.decr("n", 20) == 0
-assert c.get_many(["k", "n", "missing"]) == {"k": b"<v4!", "n": b"0"}
+# A decr that shortens the number keeps its length with spaces, as memcached 1.6 does.
+assert c.get_many(["k", "n", "missing"]) == {"k": b"<v4!", "n": b"0 "}
 assert c.delete("k", noreply=False) is True and c.get("k") is None
 stats = c.stats()
 assert b"curr_items" in stats or "curr_items" in stats, stats
