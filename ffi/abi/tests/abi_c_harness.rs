@@ -22,7 +22,7 @@ use std::mem::{align_of, offset_of, size_of};
 use std::path::Path;
 use std::process::{Command, Output};
 
-use abi_common::{build, Raw};
+use abi_common::{assert_success, build, Raw};
 use mcb_abi::abi::*;
 
 fn run(program: &str, args: &[&Path]) -> Output {
@@ -31,16 +31,6 @@ fn run(program: &str, args: &[&Path]) -> Output {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()))
-}
-
-fn assert_success(what: &str, out: &Output) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
 }
 
 /// One struct's layout: size, alignment, and field offsets by name.

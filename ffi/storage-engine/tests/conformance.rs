@@ -13,7 +13,9 @@
 #[path = "../../abi/tests/abi_common/mod.rs"]
 mod abi_common;
 
-use abi_common::{build, build_sanitized, built_library, exported_functions, SANITIZER_ENV};
+use abi_common::{
+    assert_success, build, build_sanitized, built_library, exported_functions, SANITIZER_ENV,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -85,16 +87,6 @@ fn suite(harness: &Path, wrapper: &[&str], mode: &str, lib: PathBuf) -> Output {
         .envs(SANITIZER_ENV)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()))
-}
-
-fn assert_success(what: &str, out: &Output) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
 }
 
 #[test]

@@ -12,7 +12,7 @@ use mcb_abi::abi::*;
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// The harness's sources (found from whichever crate under ffi/ includes this module).
@@ -182,4 +182,15 @@ pub fn valgrind_available(test: &str) -> bool {
         eprintln!("SKIPPED {test}: valgrind not on PATH (CI runs it)");
     }
     found
+}
+
+/// Fails the test with the program's status and output unless it exited 0.
+pub fn assert_success(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
 }
