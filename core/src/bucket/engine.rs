@@ -4,8 +4,8 @@
 use std::fmt;
 
 /// The storage engine behind one bucket. The proxied calls (get, store, ...) are the
-/// implementor's own methods, reached through a [`Lease`](super::Lease); this trait holds what the bucket's
-/// life needs.
+/// implementor's own methods, reached through a [`Lease`](super::Lease); this trait holds what
+/// the bucket's life needs.
 pub trait Engine: Send + Sync + 'static {
     /// How the host names a connection (memcached's cookie).
     type Cookie: Copy + Send + Sync + fmt::Debug + 'static;

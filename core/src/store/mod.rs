@@ -21,6 +21,8 @@
 //! The folder, bottom up: `item` (an item and its bytes), `config`, `error` and `clock` (what a
 //! store is made with), `stats` (striped counters), `commands` (the [`Store`] and the classic
 //! commands), `meta` (the meta commands and incr/decr).
+//!
+//! [`L2`]: crate::tiers::L2
 
 mod clock;
 mod commands;
