@@ -6,6 +6,12 @@
 //! tells the deleting connection, waits for the last reference and frees the bucket. The proofs
 //! the seed wrote as comments are in `handle.rs` and `shutdown.rs`, and are checked by the loom
 //! models in `model-tests`.
+//!
+//! The folder, bottom up: `state`, `config`, `name` and `engine` (the [`Engine`] and [`Env`]
+//! traits); `clients` (the striped count of calls inside) and `shutdown` (the coordinator of
+//! the shutdown workers); `handle` (one bucket); `reference` ([`Ref`]); `registry` (the
+//! buckets by name, and the [`Lease`] and [`Hold`] of a call in flight); `connection`.
+//! `topkeys` stands apart.
 
 mod clients;
 mod config;
