@@ -9,11 +9,11 @@
 //! it, so the bucket could never finish shutting down), and the last release frees the state
 //! (the seed leaked it).
 
-use super::guards::{Lease, Ref};
+use super::engine::{Engine, Env};
 use super::handle::Handle;
-use super::registry::{CreateError, Registry};
+use super::reference::Ref;
+use super::registry::{CreateError, Lease, Registry};
 use super::state::State;
-use super::{Engine, Env};
 use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Arc, Watched};

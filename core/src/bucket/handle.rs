@@ -35,10 +35,10 @@
 //! through [`Ordered::then`](crate::sync::atomic::Ordered::then), a SeqCst fence under loom when both accesses are SeqCst (see the
 //! shim).
 
+use super::clients::Clients;
+use super::engine::Engine;
+use super::shutdown::Shutdown;
 use super::state::State;
-use super::Engine;
-use crate::bucket::clients::Clients;
-use crate::bucket::shutdown::Shutdown;
 use crate::sync::atomic::{ordered, AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Arc, Mutex};

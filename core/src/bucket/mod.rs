@@ -6,13 +6,20 @@
 //! tells the deleting connection, waits for the last reference and frees the bucket. The proofs
 //! the seed wrote as comments are in `handle.rs` and `shutdown.rs`, and are checked by the loom
 //! models in `model-tests`.
+//!
+//! The folder, bottom up: `state`, `config`, `name` and `engine` (the [`Engine`] and [`Env`]
+//! traits); `clients` (the striped count of calls inside) and `shutdown` (the coordinator of
+//! the shutdown workers); `handle` (one bucket); `reference` ([`Ref`]); `registry` (the
+//! buckets by name, and the [`Lease`] and [`Hold`] of a call in flight); `connection`.
+//! `topkeys` stands apart.
 
 mod clients;
 mod config;
 mod connection;
-mod guards;
+mod engine;
 mod handle;
 pub mod name;
+mod reference;
 mod registry;
 mod shutdown;
 mod state;
@@ -20,40 +27,8 @@ pub mod topkeys;
 
 pub use config::Config;
 pub use connection::{Connection, Fate, ReserveError};
-pub use guards::{Hold, Lease, Ref};
+pub use engine::{Engine, Env};
 pub use handle::Handle;
-pub use registry::{CreateError, DeleteError, Registry};
+pub use reference::Ref;
+pub use registry::{CreateError, DeleteError, Hold, Lease, Registry};
 pub use state::State;
-
-/// The storage engine behind one bucket. The proxied calls (get, store, ...) are the
-/// implementor's own methods, reached through a [`Lease`]; this trait holds what the bucket's
-/// life needs.
-pub trait Engine: Send + Sync + 'static {
-    /// How the host names a connection (memcached's cookie).
-    type Cookie: Copy + Send + Sync + fmt::Debug + 'static;
-
-    /// Prepares the engine with its configuration string. Runs once, with no lock held.
-    fn initialize(&self, config: &str) -> Result<(), String>;
-
-    /// Shuts the engine down. Runs once, when no call is inside and none can enter.
-    fn destroy(&self, force: bool);
-
-    /// A connection attached to this bucket closed (the engine's ON_DISCONNECT callback, for
-    /// engines that registered one). Runs inside a lease.
-    fn disconnect(&self, _cookie: Self::Cookie) {}
-}
-
-/// What the registry needs from its surroundings: how to load engines, how to tell a host
-/// connection that its delete completed.
-pub trait Env: Send + Sync + 'static {
-    /// The engines this environment loads.
-    type Engine: Engine;
-
-    /// Loads (but does not initialise) the engine named by `spec`.
-    fn load(&self, spec: &str) -> Result<Self::Engine, String>;
-
-    /// The delete requested by `cookie` completed (memcached's `notify_io_complete`).
-    fn notify_deleted(&self, cookie: <Self::Engine as Engine>::Cookie);
-}
-
-use std::fmt;

@@ -10,17 +10,24 @@
 //! then loads and initialises the engine with no lock held: a slow engine warming up blocks
 //! neither lookups, nor calls, nor the creation of other buckets, and a second create of the
 //! same name answers "exists" at once.
+//!
+//! A call in flight is a [`Lease`] (or, kept past its return, a [`Hold`]) that
+//! [`Registry::enter`] hands out; dropping it counts the call out through the registry, which
+//! starts the bucket's shutdown when that call was the last one out of a deleted bucket.
 
+use super::config::Config;
+use super::engine::{Engine, Env};
 use super::handle::Handle;
 use super::name::{self, NameError};
+use super::reference::Ref;
 use super::shutdown::Shutdown;
 use super::state::State;
-use super::{Config, Engine, Env, Lease, Ref};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{thread, Arc, Condvar, Mutex, ReadMostly};
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Deref;
 
 type Map<E> = HashMap<Box<str>, Arc<Handle<E>>>;
 
@@ -375,9 +382,102 @@ impl<V: Env> Inner<V> {
         if let Some(cookie) = handle.take_pending_delete() {
             self.env.notify_deleted(cookie);
         }
-        self.shutdown.wait_unreferenced(&handle);
+        self.shutdown.wait_unreferenced(|| handle.is_referenced());
         handle.mark_freed();
         drop(handle);
         self.shutdown.worker_end();
+    }
+}
+
+/// A call in flight inside a RUNNING bucket; dereferences to the engine and leaves on drop.
+/// While it lives, the bucket cannot reach STOPPED, so its engine cannot be destroyed.
+pub struct Lease<'a, V: Env> {
+    registry: &'a Registry<V>,
+    handle: &'a Arc<Handle<V::Engine>>,
+    stripe: usize,
+}
+
+impl<'a, V: Env> Lease<'a, V> {
+    pub(crate) fn new(
+        registry: &'a Registry<V>,
+        handle: &'a Arc<Handle<V::Engine>>,
+        stripe: usize,
+    ) -> Self {
+        Self {
+            registry,
+            handle,
+            stripe,
+        }
+    }
+
+    /// The bucket this call is in.
+    pub fn handle(&self) -> &Handle<V::Engine> {
+        self.handle
+    }
+}
+
+impl<V: Env> Lease<'_, V> {
+    /// Keeps this call counted in the bucket after the lease ends, as a [`Hold`]: what an item
+    /// the engine handed out keeps, so that the engine is destroyed only after the item went
+    /// back to it, even if the bucket is deleted meanwhile (a DELETE waits for a hold as it
+    /// waits for a call in flight). Allocates nothing.
+    pub fn into_hold(self) -> Hold<V> {
+        let hold = Hold {
+            registry: self.registry.clone(),
+            handle: Arc::clone(self.handle),
+            stripe: self.stripe,
+        };
+        // The count moves to the hold, which counts out when dropped.
+        std::mem::forget(self);
+        hold
+    }
+}
+
+/// A call kept open past its return (see [`Lease::into_hold`]): the bucket's engine stays
+/// usable, whatever the bucket's state, until the hold is dropped.
+pub struct Hold<V: Env> {
+    registry: Registry<V>,
+    handle: Arc<Handle<V::Engine>>,
+    stripe: usize,
+}
+
+impl<V: Env> Hold<V> {
+    /// The engine this hold keeps.
+    pub fn engine(&self) -> &V::Engine {
+        self.handle.engine_unguarded()
+    }
+}
+
+impl<V: Env> Drop for Hold<V> {
+    fn drop(&mut self) {
+        self.registry.leave(&self.handle, self.stripe);
+    }
+}
+
+impl<V: Env> fmt::Debug for Hold<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Hold").field(&self.handle.name()).finish()
+    }
+}
+
+impl<V: Env> Deref for Lease<'_, V> {
+    type Target = V::Engine;
+
+    #[inline]
+    fn deref(&self) -> &V::Engine {
+        self.handle.engine_unguarded()
+    }
+}
+
+impl<V: Env> Drop for Lease<'_, V> {
+    #[inline]
+    fn drop(&mut self) {
+        self.registry.leave(self.handle, self.stripe);
+    }
+}
+
+impl<V: Env> fmt::Debug for Lease<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Lease").field(&self.handle.name()).finish()
     }
 }

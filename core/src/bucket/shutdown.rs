@@ -12,8 +12,6 @@
 //! the mutex go by sleeping): the broadcast reaches a sleeping worker. The same holds for the
 //! `in_progress` flag, which is written under the mutex.
 
-use super::handle::Handle;
-use super::Engine;
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Condvar, Mutex};
 
@@ -57,8 +55,9 @@ impl Shutdown {
         true
     }
 
-    /// Waits until `handle` has no reference left, or global destroy began.
-    pub(crate) fn wait_unreferenced<E: Engine>(&self, handle: &Handle<E>) {
+    /// Waits until the bucket has no reference left (`is_referenced`, read under the mutex, says
+    /// whether it still has one), or global destroy began.
+    pub(crate) fn wait_unreferenced(&self, is_referenced: impl Fn() -> bool) {
         let mut progress = self.progress.lock();
         if mutant::active(Mutant::WorkerWaitsWithoutRecheck) {
             if !progress.in_progress {
@@ -66,7 +65,7 @@ impl Shutdown {
             }
             return;
         }
-        while handle.is_referenced() && !progress.in_progress {
+        while is_referenced() && !progress.in_progress {
             progress = self.references.wait(progress);
         }
     }

@@ -60,8 +60,8 @@ pub struct Item<B = Box<[u8]>> {
     stored_at: AtomicU32,
     cas: AtomicU64,
     flags: u32,
-    /// The meta commands' state (`super::meta`): stale, recache token handed out, fetched,
-    /// and the last access time.
+    /// The meta commands' state (kept by the `meta` module): stale, recache token handed out,
+    /// fetched, and the last access time.
     pub(crate) stampede: AtomicU32,
     nkey: usize,
     /// Key then value.

@@ -13,9 +13,10 @@
 //! and when it was last accessed (the storage engine notes its `get`s and get-and-touches
 //! too, through [`Item::note_access`]).
 
-use super::item::{Item, ItemRef, RelTime};
+use super::commands::{Current, Store, StoreOp};
+use super::error::Error;
+use super::item::{Bytes, Item, ItemRef, RelTime};
 use super::stats::Counter;
-use super::{parse_decimal, Current, Error, Store, StoreOp};
 use crate::sync::atomic::Ordering;
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::PayloadArc;
@@ -52,7 +53,7 @@ pub struct Fetch {
 
 /// A meta get's hit.
 #[derive(Debug)]
-pub struct Fetched<B: super::Bytes> {
+pub struct Fetched<B: Bytes> {
     /// The live item.
     pub item: ItemRef<B>,
     /// It was invalidated (`X`).
@@ -96,7 +97,7 @@ pub struct Counted {
     pub created: bool,
 }
 
-impl<B: super::Bytes> Item<B> {
+impl<B: Bytes> Item<B> {
     /// Whether the item was invalidated (served stale until recached).
     pub fn is_stale(&self) -> bool {
         // Relaxed: a flag set before the item is published or by a lone RMW; it orders no data.
@@ -156,7 +157,7 @@ impl<B: super::Bytes> Item<B> {
     }
 }
 
-impl<B: super::Bytes> Store<B> {
+impl<B: Bytes> Store<B> {
     /// memcached's meta get: the live item of `key` (touched first with `fetch.touch`, created
     /// empty on a miss with `fetch.vivify`), whether it is stale, and the token's answer.
     pub fn meta_get(&self, key: &[u8], fetch: &Fetch) -> Option<Fetched<B>> {
@@ -210,6 +211,27 @@ impl<B: super::Bytes> Store<B> {
             fetched_before,
             idle: now.saturating_sub(accessed),
         })
+    }
+
+    /// incr (`increment`) or decr of `key`'s decimal value by `delta`: incr wraps at 2^64,
+    /// decr stops at 0. An absent key is created with `create`'s value and expiry when given.
+    /// Returns the new value and CAS.
+    pub fn arithmetic(
+        &self,
+        key: &[u8],
+        increment: bool,
+        delta: u64,
+        create: Option<(u64, RelTime)>,
+    ) -> Result<(u64, u64), Error> {
+        let delta = Delta {
+            incr: increment,
+            delta,
+            create,
+            cas: 0,
+            touch: None,
+        };
+        self.meta_arithmetic(key, &delta)
+            .map(|counted| (counted.value, counted.cas))
     }
 
     /// memcached's meta arithmetic: incr/decr with a CAS to compare and an expiry to set, in
@@ -302,10 +324,32 @@ impl<B: super::Bytes> Store<B> {
     }
 }
 
+/// A decimal number as memcached's incr/decr accept it: digits, optionally surrounded by ASCII
+/// whitespace, within 64 bits.
+fn parse_decimal(value: &[u8]) -> Option<u64> {
+    let digits = value.trim_ascii();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
 #[cfg(all(test, not(mcb_loom)))]
 mod tests {
     use super::*;
-    use crate::store::{Config, ManualClock};
+    use crate::store::clock::ManualClock;
+    use crate::store::config::Config;
+
+    #[test]
+    fn decimals_as_incr_reads_them() {
+        assert_eq!(parse_decimal(b"42"), Some(42));
+        assert_eq!(parse_decimal(b" 7\r\n"), Some(7));
+        assert_eq!(parse_decimal(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_decimal(b"18446744073709551616"), None);
+        assert_eq!(parse_decimal(b""), None);
+        assert_eq!(parse_decimal(b"-1"), None);
+        assert_eq!(parse_decimal(b"1x"), None);
+    }
 
     fn store() -> (Store, ManualClock) {
         let clock = ManualClock::new(1000);

@@ -5,6 +5,10 @@
 //! models in `model-tests` assert that loom then reports a failure. Outside `--cfg mcb_loom`
 //! [`active`] is a constant `false`, so the release build carries none of this.
 
+// std's own: the ordering both builds' atomics take (`super::atomic` re-exports it). This
+// module is the bottom of the shim, below both builds.
+use std::sync::atomic::Ordering;
+
 /// One deliberate bug, or none.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
@@ -69,11 +73,7 @@ pub enum Mutant {
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.
 #[inline(always)]
-pub fn ordering(
-    bug: Mutant,
-    real: crate::sync::atomic::Ordering,
-    broken: crate::sync::atomic::Ordering,
-) -> crate::sync::atomic::Ordering {
+pub fn ordering(bug: Mutant, real: Ordering, broken: Ordering) -> Ordering {
     if active(bug) {
         broken
     } else {

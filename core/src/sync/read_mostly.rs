@@ -8,7 +8,13 @@
 //! has passed every stripe, only the new one. The old value is freed when the last stripe lets
 //! go of it: no deferred reclamation, so nothing is left behind for a leak checker at exit.
 
-use super::{Arc, Mutex, Striped};
+use super::lock::Mutex;
+#[cfg(mcb_loom)]
+use super::loom as build;
+#[cfg(not(mcb_loom))]
+use super::std as build;
+use super::striped::Striped;
+use build::Arc;
 
 /// See the module docs.
 #[derive(Debug)]

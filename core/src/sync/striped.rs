@@ -6,7 +6,11 @@
 //! reader that needs the whole picture visits every stripe. The bucket's client count, the
 //! store's statistics, [`super::ReadMostly`] and the cache's L1s are all built on it.
 
-use super::{cpu_count, thread_index};
+#[cfg(mcb_loom)]
+use super::loom as build;
+#[cfg(not(mcb_loom))]
+use super::std as build;
+use build::{cpu_count, thread_index};
 use crossbeam_utils::CachePadded;
 use std::ops::Index;
 

@@ -1,4 +1,5 @@
 //! The per-key loader lock (the seed's resty.lock): one caller at a time runs a key's loader.
+//! Its settings are [`LockOptions`] (the seed's `resty_lock_opts`).
 //!
 //! A key's lock is a [`Flight`] in a sharded map. Whoever inserts it holds the lock; the others
 //! wait on its condition variable until the holder finishes (or their timeout passes), then try
@@ -8,10 +9,29 @@
 
 use super::clock::{to_ms, Clock};
 use super::error::Error;
-use super::options::LockOptions;
 use crate::sync::time::Duration;
 use crate::sync::{Arc, Condvar, Mutex};
 use std::collections::HashMap;
+
+/// The per-key loader lock (the seed's `resty_lock_opts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockOptions {
+    /// How long (cache clock) a caller waits for another caller's loader before giving up.
+    pub timeout: Duration,
+    /// How long (cache clock) a lock holds before the next caller may take it over, so that a
+    /// stuck loader cannot block a key forever.
+    pub expiry: Duration,
+}
+
+impl Default for LockOptions {
+    /// resty.lock's defaults: wait 5 s, expire after 30 s.
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(5),
+            expiry: Duration::from_secs(30),
+        }
+    }
+}
 
 const SHARDS: usize = 16;
 

@@ -1,13 +1,23 @@
 //! Cache tiers with lua-resty-mlcache's semantics, for threads instead of nginx workers.
 //!
+//! The modules, bottom up (each uses only those above it in this list):
+//!
+//! - `error`, `clock`: the errors and warnings; the [`Clock`] ttls are read on.
+//! - `weigh`: what a value weighs against L2's byte bound by default, and [`AnyValue`], so that
+//!   one L2 serves caches of different value types.
+//! - `s3fifo`: L2's eviction policy, per shard.
+//! - `flight`: the per-key lock that lets one caller at a time run a loader (L3), and its
+//!   [`LockOptions`].
+//! - `namespace`: what the caches of one name share (invalidation generations, loader locks).
+//! - `l2`: one byte-bounded store shared by every cache, with lock-free reads (crossbeam-epoch)
+//!   and S3-FIFO eviction; entries keep their expiry so that stale values can be read back. It
+//!   keeps the namespaces of the caches over it.
 //! - `l1`: a fixed-capacity LRU per thread and cache name, kept with the thread: caches of one
 //!   name share it, as mlcache's instances of one name share one LRU per worker.
-//! - `l2`: one byte-bounded store shared by every cache, with lock-free reads (crossbeam-epoch)
-//!   and S3-FIFO eviction; entries keep their expiry so that stale values can be read back.
-//! - `any`: [`AnyValue`], so that one L2 serves caches of different value types.
-//! - `flight`: the per-key lock that lets one caller at a time run a loader (L3).
+//! - `options`: a cache's [`Options`] and the per-call [`CallOptions`].
 //! - `cache`: [`Cache`], the seed's public API (`get`, `peek`, `set`, `delete`, `purge`,
 //!   `update`, `get_bulk`) over the three levels.
+//! - `any`: [`Cache::of_type`], a cache of one value type over an L2 of [`AnyValue`]s.
 //!
 //! Times come from a [`Clock`] that tests move by hand, so every ttl rule is tested without
 //! sleeping.
@@ -26,11 +36,12 @@ mod options;
 mod s3fifo;
 mod weigh;
 
-pub use any::AnyValue;
 pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek, BULK_CONCURRENCY};
 pub use clock::Clock;
 pub use error::{BoxError, Error, LoaderError, StoreKind, Warning};
 pub use l2::L2;
-// For the memcached item store (`crate::store`), which builds on L2 directly.
+// For the memcached item store, which builds on L2 directly.
+pub use flight::LockOptions;
 pub(crate) use l2::{Change, Entry};
-pub use options::{CallOptions, LockOptions, Options, Transform, WarningHook};
+pub use options::{CallOptions, Options, Transform, WarningHook};
+pub use weigh::AnyValue;

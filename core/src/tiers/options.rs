@@ -2,6 +2,7 @@
 
 use super::clock::{to_ms, Clock};
 use super::error::{Error, Warning};
+use super::flight::LockOptions;
 use super::l2::L2;
 use crate::sync::PayloadArc;
 use std::fmt;
@@ -14,26 +15,6 @@ pub type Transform<T> =
 
 /// Receives the cache's warnings (the seed logs them), each with its reason.
 pub type WarningHook = PayloadArc<dyn Fn(&Warning<'_>) + Send + Sync>;
-
-/// The per-key loader lock (the seed's `resty_lock_opts`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LockOptions {
-    /// How long (cache clock) a caller waits for another caller's loader before giving up.
-    pub timeout: Duration,
-    /// How long (cache clock) a lock holds before the next caller may take it over, so that a
-    /// stuck loader cannot block a key forever.
-    pub expiry: Duration,
-}
-
-impl Default for LockOptions {
-    /// resty.lock's defaults: wait 5 s, expire after 30 s.
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(5),
-            expiry: Duration::from_secs(30),
-        }
-    }
-}
 
 /// How a [`Cache`](super::Cache) behaves; `Default` gives the seed's defaults.
 pub struct Options<T> {

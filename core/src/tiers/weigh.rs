@@ -1,7 +1,11 @@
-//! What a value weighs against L2's byte bound when the store was given no weigher.
+//! What a value weighs against L2's byte bound when the store was given no weigher, and
+//! [`AnyValue`], the value of any type that one L2 keeps for caches of different value types
+//! (as one `lua_shared_dict` serves mlcache instances whatever they store): it carries what the
+//! value it wraps weighs, so that the default weigher weighs that.
 
-use super::any::AnyValue;
+use crate::sync::PayloadArc;
 use std::any::Any;
+use std::fmt;
 use std::mem::size_of;
 
 /// Byte-like values (`String`, `Vec<u8>`, `Box<str>`, `Box<[u8]>`) weigh their length besides
@@ -23,6 +27,40 @@ pub(crate) fn default_weight<T: Any>(value: &T) -> usize {
         0
     };
     size_of::<T>() + heap
+}
+
+/// A value of any type, shared (no copy when a cache hands it out as its own type).
+#[derive(Clone)]
+pub struct AnyValue {
+    value: PayloadArc<dyn Any + Send + Sync>,
+    /// What the value weighs in L2 by default (see `default_weight`).
+    weight: usize,
+}
+
+impl AnyValue {
+    /// Wraps `value`.
+    pub fn new<V: Any + Send + Sync>(value: V) -> Self {
+        Self {
+            weight: default_weight(&value),
+            value: PayloadArc::new(value),
+        }
+    }
+
+    /// What the wrapped value weighs by default.
+    pub(crate) fn weight(&self) -> usize {
+        self.weight
+    }
+
+    /// The value, if it is a `V`.
+    pub fn downcast<V: Any + Send + Sync>(&self) -> Option<PayloadArc<V>> {
+        self.value.clone().downcast().ok()
+    }
+}
+
+impl fmt::Debug for AnyValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AnyValue(..)")
+    }
 }
 
 #[cfg(all(test, not(mcb_loom)))]
