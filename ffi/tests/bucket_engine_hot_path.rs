@@ -40,7 +40,13 @@ struct MockHost {
 fn mock_host() -> &'static MockHost {
     static HOST: OnceLock<MockHost> = OnceLock::new();
     HOST.get_or_init(|| {
-        let path = CString::new(build(VARIANT).join("libmock_host.so").as_os_str().as_bytes()).unwrap();
+        let path = CString::new(
+            build(VARIANT)
+                .join("libmock_host.so")
+                .as_os_str()
+                .as_bytes(),
+        )
+        .unwrap();
         // SAFETY: a NUL-terminated path; the library is the harness's mock host.
         let host = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         assert!(!host.is_null(), "dlopen libmock_host.so");

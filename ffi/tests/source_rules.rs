@@ -13,7 +13,7 @@
 //!
 //! (The import direction of `ffi`'s modules is `module_graph.rs`'s.)
 
-use mcb_testkit::source::{rust_files, strip_comments};
+use mcb_testkit::source::{rust_files, strip_comments_and_literals};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
@@ -111,13 +111,14 @@ fn crate_of(file: &Path) -> Option<&Path> {
         .find(|dir| dir.join("Cargo.toml").is_file())
 }
 
-/// The `#[path = "..."]` attributes in `code` (comments stripped) of `file` that name a file of
-/// another crate.
-fn cross_crate_paths(file: &Path, code: &str) -> Vec<String> {
+/// The `#[path = "..."]` attributes in `text`, the source of `file`, that name a file of another
+/// crate (found in the code, outside comments and literals; read from the text).
+fn cross_crate_paths(file: &Path, text: &str) -> Vec<String> {
     let dir = file.parent().expect("a file has a directory");
-    code.match_indices("#[path")
+    strip_comments_and_literals(text)
+        .match_indices("#[path")
         .filter_map(|(at, _)| {
-            let rest = &code[at..];
+            let rest = &text[at..];
             let value = rest[..rest.find(']')?].split('"').nth(1)?;
             let target = normalized(&dir.join(value));
             (crate_of(&target) != crate_of(file)).then(|| value.to_owned())
@@ -133,8 +134,8 @@ fn no_path_include_crosses_crates() {
     let offenders: Vec<String> = files
         .iter()
         .flat_map(|file| {
-            let code = strip_comments(&fs::read_to_string(file).expect("read a source file"));
-            cross_crate_paths(file, &code)
+            let text = fs::read_to_string(file).expect("read a source file");
+            cross_crate_paths(file, &text)
                 .into_iter()
                 .map(move |value| format!("{}: #[path = {value:?}]", file.display()))
         })
@@ -157,4 +158,10 @@ fn the_path_check_sees_an_include_across_crates() {
     );
     let within = "#[path = \"common/mod.rs\"]\nmod common;";
     assert!(cross_crate_paths(&file, within).is_empty());
+    let quoted =
+        "// #[path = \"../../tests/x.rs\"]\nconst S: &str = \"#[path = \\\"../../x.rs\\\"]\";";
+    assert!(
+        cross_crate_paths(&file, quoted).is_empty(),
+        "in a comment or a string"
+    );
 }

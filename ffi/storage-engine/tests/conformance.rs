@@ -103,12 +103,18 @@ fn only_create_instance_is_exported() {
 
 #[test]
 fn conformance_on_the_library() {
-    assert_success("direct", &suite(build(VARIANT), &[], "direct", storage_engine()));
+    assert_success(
+        "direct",
+        &suite(build(VARIANT), &[], "direct", storage_engine()),
+    );
 }
 
 #[test]
 fn conformance_through_the_bucket_engine_with_engine_builtin() {
-    assert_success("bucket", &suite(build(VARIANT), &[], "bucket", bucket_engine()));
+    assert_success(
+        "bucket",
+        &suite(build(VARIANT), &[], "bucket", bucket_engine()),
+    );
 }
 
 #[test]

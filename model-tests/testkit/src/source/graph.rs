@@ -285,7 +285,8 @@ pub fn circles(tree: &Tree) -> Vec<Circle> {
     let files = Graph::of(tree);
     let mut out = files.circles(Level::Files);
     let is_folder = |m: &ModPath| tree.children(m).next().is_some();
-    let folders = std::iter::once(Vec::new()).chain(tree.modules.keys().filter(|m| is_folder(m)).cloned());
+    let folders =
+        std::iter::once(Vec::new()).chain(tree.modules.keys().filter(|m| is_folder(m)).cloned());
     for folder in folders {
         let level = files.between_children(&folder);
         out.extend(

@@ -1,19 +1,20 @@
 //! Rust source without its prose: comments out, and for the import reader the contents of
-//! string and character literals too. Every newline stays where it was, so a rule that reads
-//! the result line by line reports the file's own line numbers.
+//! string and character literals too. What goes out becomes spaces, byte for byte, newlines
+//! kept: every byte keeps its offset, so a rule can find a thing in the stripped text and read
+//! it, or report its line, in the original.
 //!
 //! A small scanner, not a parser: it knows where comments and literals start and end (`//`,
 //! nested `/* */`, `"..."` with escapes, raw strings `r#"..."#` and their `b`/`c` forms,
 //! `'x'` and `'\n'` as opposed to a lifetime `'a`), which is all the rules need.
 
-/// `text` with every comment (line, doc and nested block comments) replaced by one space, the
-/// newlines inside a block comment kept. Literals stay as written.
+/// `text` with every comment (line, doc and nested block comments) blanked. Literals stay as
+/// written.
 pub fn strip_comments(text: &str) -> String {
     scrub(text, false)
 }
 
-/// [`strip_comments`], and the contents of every string and character literal removed (the
-/// quotes stay, and the newlines inside): a path written in a message is no reference.
+/// [`strip_comments`], and the contents of every string and character literal blanked too (the
+/// quotes stay): a path written in a message is no reference.
 pub fn strip_comments_and_literals(text: &str) -> String {
     scrub(text, true)
 }
@@ -41,7 +42,7 @@ fn scrub(text: &str, blank_literals: bool) -> String {
                     .iter()
                     .position(|&c| c == '\n')
                     .map_or(chars.len(), |n| i + n);
-                out.text.push(' ');
+                chars[i..end].iter().for_each(|&c| out.blank(c));
                 end
             }
             '/' if next == Some('*') => block_comment(&chars, i, &mut out),
@@ -80,38 +81,44 @@ struct Scrubbed {
 }
 
 impl Scrubbed {
-    /// Writes a character inside a literal: itself, or (blanking) only a newline.
+    /// Writes `c` as blanks of its length (a newline as itself).
+    fn blank(&mut self, c: char) {
+        if c == '\n' {
+            self.text.push('\n');
+        } else {
+            self.text.extend(std::iter::repeat_n(' ', c.len_utf8()));
+        }
+    }
+
+    /// Writes a character inside a literal: itself, or blanks.
     fn literal_char(&mut self, c: char) {
-        if !self.blank_literals || c == '\n' {
+        if self.blank_literals {
+            self.blank(c);
+        } else {
             self.text.push(c);
         }
     }
 }
 
-/// The block comment at `at` (nested ones inside it), as one space and its newlines; returns
-/// where it ends.
+/// The block comment at `at` (nested ones inside it), blanked; returns where it ends.
 fn block_comment(chars: &[char], at: usize, out: &mut Scrubbed) -> usize {
-    out.text.push(' ');
     let (mut depth, mut i) = (0usize, at);
     while i < chars.len() {
-        match (chars[i], chars.get(i + 1)) {
+        let step = match (chars[i], chars.get(i + 1)) {
             ('/', Some('*')) => {
                 depth += 1;
-                i += 2;
+                2
             }
             ('*', Some('/')) => {
                 depth -= 1;
-                i += 2;
-                if depth == 0 {
-                    return i;
-                }
+                2
             }
-            (c, _) => {
-                if c == '\n' {
-                    out.text.push('\n');
-                }
-                i += 1;
-            }
+            _ => 1,
+        };
+        chars[i..i + step].iter().for_each(|&c| out.blank(c));
+        i += step;
+        if depth == 0 {
+            return i;
         }
     }
     i
@@ -132,7 +139,13 @@ fn string(chars: &[char], at: usize, raw: Option<usize>, out: &mut Scrubbed) -> 
                 }
                 i += 2;
             }
-            '"' if chars[i + 1..].iter().take(hashes).filter(|&&c| c == '#').count() == hashes => {
+            '"' if chars[i + 1..]
+                .iter()
+                .take(hashes)
+                .filter(|&&c| c == '#')
+                .count()
+                == hashes =>
+            {
                 out.text.push('"');
                 out.text.extend(std::iter::repeat_n('#', hashes));
                 return i + 1 + hashes;

@@ -52,8 +52,14 @@ impl Tree {
     pub fn read(dir: &Path) -> Tree {
         let (mut modules, mut roots) = (BTreeMap::new(), Vec::new());
         for file in rust_files(dir) {
-            let rel = file.strip_prefix(dir).expect("under dir").with_extension("");
-            let mut module: ModPath = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+            let rel = file
+                .strip_prefix(dir)
+                .expect("under dir")
+                .with_extension("");
+            let mut module: ModPath = rel
+                .iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect();
             if module.last().is_some_and(|l| l == "mod") {
                 module.pop();
             }
