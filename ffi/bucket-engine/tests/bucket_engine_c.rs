@@ -1,5 +1,6 @@
-//! Runs the bucket engine's C conformance suite (`examples-c/engine/bucket_conformance.c`)
-//! against the `libbucket_engine.so` this crate builds:
+//! Runs the bucket engine's C conformance suite (`examples-c/engine/bucket_conformance/`: one
+//! file per area, `runner.c` with the test table) against the `libbucket_engine.so` this crate
+//! builds:
 //!
 //! - the suite on its own: every test in a child process of its own, one line per test, exit
 //!   status 0 only when all passed;
@@ -23,7 +24,7 @@ use std::process::{Command, Output};
 /// The harness in the ABI variant of this crate's features.
 const VARIANT: Variant = Variant::of(cfg!(feature = "engine-pu"));
 
-/// The number of tests in `bucket_conformance.c`'s table.
+/// The number of tests in the suite's table (`bucket_conformance/runner.c`).
 const EXPECTED_TESTS: usize = 67;
 
 /// The `libbucket_engine.so` cargo built for this test run, next to this test binary in
