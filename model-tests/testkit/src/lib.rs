@@ -10,7 +10,7 @@
 //!   share (valgrind present, a program's success).
 //! - [`shared_lib`]: a shared library cargo built for the test run, and the functions it
 //!   exports.
-//! - [`header`] (feature `header`): a committed cbindgen header is current and compiles.
+//! - `header` (feature `header`): a committed cbindgen header is current and compiles.
 //! - [`alloc`]: a global allocator counting the current thread's allocations, for the tests
 //!   that show a hot path allocates nothing.
 //!

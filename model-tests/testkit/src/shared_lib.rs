@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A library cargo built for this test run: target/<profile>/`name`, next to
-/// target/<profile>/deps/ where the test binary lives. `hint` says how to build it when absent.
+/// A library cargo built for this test run: `target/<profile>/<name>`, next to
+/// `target/<profile>/deps/` where the test binary lives. `hint` says how to build it when absent.
 pub fn built_library(name: &str, hint: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let profile_dir = exe
