@@ -29,8 +29,8 @@ unsafe impl Sync for Engine {}
 ///
 /// # Safety
 /// As [`mcb_abi::engine_lib::load`]: `path`, if it opens, is an engine library of interface v1
-/// whose code is sound to run in this process. Call it once, after [`server_handle::init`] and before
-/// any connection is served (it records the engine in the server handle).
+/// whose code is sound to run in this process. Call it once, after [`server_handle::init`] and
+/// before any connection is served (it records the engine in the server handle).
 pub unsafe fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String> {
     let config = config
         .map(CString::new)

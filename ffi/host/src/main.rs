@@ -90,7 +90,8 @@ fn start(options: Options) -> Result<(), String> {
         .transpose()?;
     raise_fd_limit(options.max_connections);
     // SAFETY: the engine the operator named with `-E` (or the bucket engine built with us),
-    // trusted as memcached trusts its `-E`; loaded once, after server_handle::init, before the listener.
+    // trusted as memcached trusts its `-E`; loaded once, after server_handle::init, before the
+    // listener.
     let engine = unsafe { engine::load(&options.engine, options.engine_config.as_deref())? };
     let listener = Listener::bind(
         &options.listen,

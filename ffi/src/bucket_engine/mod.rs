@@ -3,7 +3,7 @@
 //!
 //! memcached loads it with `-E libbucket_engine.so -e "<config>"`, calls `create_instance`, then
 //! `initialize`. Like the seed there is one instance per process (the engines we load reach it
-//! through `get_server_api`, which takes no argument): `instance`. Unlike the seed, `destroy` frees it all, so
+//! through `get_server_api`, which takes no argument). Unlike the seed, `destroy` frees it all, so
 //! a host that unloads the library afterwards leaks nothing: memcached makes no call on an
 //! engine after its `destroy`, and a later `create_instance` starts afresh.
 //!

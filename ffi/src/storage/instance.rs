@@ -28,7 +28,8 @@ unsafe impl Send for StorageEngine {}
 /// Our instance behind a handle memcached passes back, or `None` for NULL.
 ///
 /// # Safety
-/// `handle` is NULL or a handle [`create_instance`](super::create_instance) returned and `destroy` has not freed.
+/// `handle` is NULL or a handle [`create_instance`](super::create_instance) returned and
+/// `destroy` has not freed.
 pub(super) unsafe fn engine<'a>(handle: *mut ENGINE_HANDLE) -> Option<&'a StorageEngine> {
     // SAFETY: the caller's contract; `v1.interface` is the first field of the repr(C) struct,
     // so the handle points at a whole StorageEngine.
