@@ -7,7 +7,13 @@
 
 #include <stdio.h>
 
+/* The failure count. A program of several files (the bucket suite) defines CHECK_SHARED_FAILURES
+ * before including this in each, and the counter itself in one of them. */
+#ifdef CHECK_SHARED_FAILURES
+extern int check_failures;
+#else
 static int check_failures;
+#endif
 
 #define CHECK(cond)                                                                            \
     do {                                                                                       \

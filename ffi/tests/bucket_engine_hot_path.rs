@@ -5,16 +5,16 @@
 //! harness's mock memcached (`libmock_host.so`), set up once for both tests.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-#[path = "../abi/tests/abi_common/mod.rs"]
-mod abi_common;
-
-use abi_common::build;
 use mcb_ffi::abi::*;
-use mcb_model_tests::alloc::{allocations_during, Counting};
+use mcb_testkit::alloc::{allocations_during, Counting};
+use mcb_testkit::c_harness::{build, Variant};
 use std::ffi::{c_int, c_void, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::ptr;
 use std::sync::OnceLock;
+
+/// The harness in the ABI variant of this crate's features.
+const VARIANT: Variant = Variant::of(cfg!(feature = "engine-pu"));
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -40,7 +40,13 @@ struct MockHost {
 fn mock_host() -> &'static MockHost {
     static HOST: OnceLock<MockHost> = OnceLock::new();
     HOST.get_or_init(|| {
-        let path = CString::new(build().join("libmock_host.so").as_os_str().as_bytes()).unwrap();
+        let path = CString::new(
+            build(VARIANT)
+                .join("libmock_host.so")
+                .as_os_str()
+                .as_bytes(),
+        )
+        .unwrap();
         // SAFETY: a NUL-terminated path; the library is the harness's mock host.
         let host = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         assert!(!host.is_null(), "dlopen libmock_host.so");
@@ -57,7 +63,7 @@ fn mock_host() -> &'static MockHost {
 
 #[test]
 fn proxied_calls_do_not_allocate() {
-    let dir = build();
+    let dir = build(VARIANT);
     let MockHost {
         get_server_api,
         conn_open,

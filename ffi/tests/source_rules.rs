@@ -1,142 +1,25 @@
-//! Rules of the C boundary that the compiler does not check, read from the sources:
+//! Rules that the compiler does not check, read from the sources (through
+//! `mcb_testkit::source`):
 //!
-//! - the bucket engine's modules (`ffi/src/bucket_engine/*.rs`) import each other in one
-//!   direction only: every `super::NAME` and `crate::bucket_engine::NAME` path naming a sibling
-//!   module is read, and a cycle fails, printed (paths into `mod.rs` itself, such as
-//!   `super::instance`, are the parent's and do not count);
 //! - nothing in `ffi/src` deallocates through a pointer derived from a reference (undefined
 //!   behaviour under Stacked and Tree Borrows; a function argument's reference is protected for
 //!   the whole call): owned objects are freed through the raw pointer `Box::into_raw` gave
 //!   (`NonNull` owners such as the bucket engine's `OwnedHost`);
 //! - C's contracts stay here, out of `core`: its item store has no `unsafe` (the host's
 //!   fill-in-place of an allocated value is `ffi`'s `HostBytes`), and a bucket connection holds
-//!   no raw pointer (the engines' per-connection C word is `ffi`'s).
+//!   no raw pointer (the engines' per-connection C word is `ffi`'s);
+//! - no source of the workspace includes another crate's file with `#[path]`: what test
+//!   crates share is the crate `mcb-testkit`.
+//!
+//! (The import direction of `ffi`'s modules is `module_graph.rs`'s.)
 
-use std::collections::{BTreeMap, BTreeSet};
+use mcb_testkit::source::{rust_files, strip_comments_and_literals};
 use std::fs;
-use std::path::{Path, PathBuf};
-
-/// The `.rs` files below `dir`.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in fs::read_dir(dir).expect("read a source directory") {
-        let path = entry.expect("directory entry").path();
-        if path.is_dir() {
-            files.extend(rust_files(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
-        }
-    }
-    files
-}
+use std::path::{Component, Path, PathBuf};
 
 /// A path below this crate's directory.
 fn here(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-type Graph = BTreeMap<String, BTreeSet<String>>;
-
-/// The sibling modules each module of `dir` names.
-fn imports(dir: &Path) -> Graph {
-    let modules: BTreeMap<String, String> = rust_files(dir)
-        .into_iter()
-        .map(|path| {
-            let name = path
-                .file_stem()
-                .expect("a file name")
-                .to_string_lossy()
-                .into_owned();
-            (name, fs::read_to_string(&path).expect("read a module"))
-        })
-        .filter(|(name, _)| name != "mod")
-        .collect();
-    let mut graph = Graph::new();
-    for (name, text) in &modules {
-        let uses = graph.entry(name.clone()).or_default();
-        for prefix in ["super::", "crate::bucket_engine::"] {
-            for (at, _) in text.match_indices(prefix) {
-                let rest = &text[at + prefix.len()..];
-                // `super::{a, b}` names several.
-                let named: Vec<&str> = match rest.strip_prefix('{') {
-                    Some(list) => list[..list.find('}').unwrap_or(0)]
-                        .split(',')
-                        .map(|item| item.trim().split("::").next().unwrap_or_default())
-                        .collect(),
-                    None => vec![rest
-                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                        .next()
-                        .unwrap_or_default()],
-                };
-                for target in named {
-                    if target != name && modules.contains_key(target) {
-                        uses.insert(target.to_owned());
-                    }
-                }
-            }
-        }
-    }
-    graph
-}
-
-/// A cycle of `graph`, if it has one (as the list of modules along it).
-fn cycle(graph: &Graph) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        graph: &Graph,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|n| n == node) {
-            let mut found = path[at..].to_vec();
-            found.push(node.to_owned());
-            return Some(found);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_owned());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(found) = visit(next, graph, path, done) {
-                return Some(found);
-            }
-        }
-        path.pop();
-        done.insert(node.to_owned());
-        None
-    }
-    let mut done = BTreeSet::new();
-    graph
-        .keys()
-        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
-}
-
-#[test]
-fn bucket_engine_modules_import_in_one_direction() {
-    let graph = imports(&here("src/bucket_engine"));
-    // The reader sees the imports at all (a test that finds no edge proves nothing).
-    assert!(
-        graph["calls"].contains("conn") && graph["conn"].contains("host"),
-        "the import reader missed known imports: {graph:?}"
-    );
-    if let Some(found) = cycle(&graph) {
-        panic!(
-            "ffi/src/bucket_engine imports in a circle: {}",
-            found.join(" -> ")
-        );
-    }
-}
-
-#[test]
-fn the_cycle_finder_finds_a_cycle() {
-    let graph: Graph = [("a", "b"), ("b", "c"), ("c", "a")]
-        .into_iter()
-        .map(|(from, to)| (from.to_owned(), BTreeSet::from([to.to_owned()])))
-        .collect();
-    assert_eq!(
-        cycle(&graph),
-        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
-    );
 }
 
 /// Whether a line frees through a pointer made from a reference.
@@ -204,4 +87,81 @@ fn a_bucket_connection_holds_no_raw_pointer() {
             "core/src/bucket/connection.rs holds a raw pointer ({raw}): keep C words in ffi"
         );
     }
+}
+
+/// `path` with `.` and `..` taken out, without touching the file system.
+fn normalized(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The directory of the crate a file belongs to: the nearest one above it with a Cargo.toml.
+fn crate_of(file: &Path) -> Option<&Path> {
+    file.ancestors()
+        .skip(1)
+        .find(|dir| dir.join("Cargo.toml").is_file())
+}
+
+/// The `#[path = "..."]` attributes in `text`, the source of `file`, that name a file of another
+/// crate (found in the code, outside comments and literals; read from the text).
+fn cross_crate_paths(file: &Path, text: &str) -> Vec<String> {
+    let dir = file.parent().expect("a file has a directory");
+    strip_comments_and_literals(text)
+        .match_indices("#[path")
+        .filter_map(|(at, _)| {
+            let rest = &text[at..];
+            let value = rest[..rest.find(']')?].split('"').nth(1)?;
+            let target = normalized(&dir.join(value));
+            (crate_of(&target) != crate_of(file)).then(|| value.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn no_path_include_crosses_crates() {
+    let root = normalized(&here(".."));
+    let files = rust_files(&root);
+    assert!(files.len() > 100, "the workspace's sources were not found");
+    let offenders: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            let text = fs::read_to_string(file).expect("read a source file");
+            cross_crate_paths(file, &text)
+                .into_iter()
+                .map(move |value| format!("{}: #[path = {value:?}]", file.display()))
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "sources include another crate's file (share it through mcb-testkit instead):\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn the_path_check_sees_an_include_across_crates() {
+    let root = normalized(&here(".."));
+    let file = root.join("ffi/bucket-engine/tests/header.rs");
+    let across = "#[path = \"../../tests/header_common/mod.rs\"]\nmod header_common;";
+    assert_eq!(
+        cross_crate_paths(&file, across),
+        ["../../tests/header_common/mod.rs"]
+    );
+    let within = "#[path = \"common/mod.rs\"]\nmod common;";
+    assert!(cross_crate_paths(&file, within).is_empty());
+    let quoted =
+        "// #[path = \"../../tests/x.rs\"]\nconst S: &str = \"#[path = \\\"../../x.rs\\\"]\";";
+    assert!(
+        cross_crate_paths(&file, quoted).is_empty(),
+        "in a comment or a string"
+    );
 }

@@ -1,12 +1,11 @@
-//! Shared pieces of the model tests: [`fixtures`] (a test engine and environment), [`alloc`]
-//! (an allocation-counting global allocator) and, under
-//! `--cfg mcb_loom`, the loom drivers.
+//! Shared pieces of the model tests: [`fixtures`] (a test engine and environment) and, under
+//! `--cfg mcb_loom`, the loom drivers. (The allocation-counting global allocator is
+//! `mcb_testkit::alloc`, which the ffi tests use too.)
 //!
 //! Every model runs through `check` (the real code must pass) or `caught` (a deliberate bug,
 //! see `mcb_core::sync::mutant`, must make loom fail). Both bound preemptions so that the
 //! default `cargo loom` run stays short; `LOOM_MAX_PREEMPTIONS=N cargo loom` runs deeper.
 
-pub mod alloc;
 pub mod fixtures;
 
 // `cargo loom` sets MCB_LOOM_RUN. Without `--cfg mcb_loom` as well, RUSTFLAGS or a

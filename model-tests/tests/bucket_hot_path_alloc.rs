@@ -4,8 +4,8 @@
 #![cfg(not(mcb_loom))] // real threads; the loom build runs tests/bucket.rs
 
 use mcb_core::bucket::{Config, Connection, Registry};
-use mcb_model_tests::alloc::{allocations_during, Counting};
 use mcb_model_tests::fixtures::TestEnv;
+use mcb_testkit::alloc::{allocations_during, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

@@ -6,7 +6,7 @@
 #![cfg(not(mcb_loom))] // real threads and std atomics
 
 use mcb_core::store::{Config, ManualClock, Store, StoreOp};
-use mcb_model_tests::alloc::{allocations_during as allocations, Counting};
+use mcb_testkit::alloc::{allocations_during as allocations, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

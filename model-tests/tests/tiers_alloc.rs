@@ -4,7 +4,7 @@
 
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::{Cache, CallOptions, Clock, Level, Loaded, Options, L2};
-use mcb_model_tests::alloc::{allocations_during as allocations, Counting};
+use mcb_testkit::alloc::{allocations_during as allocations, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

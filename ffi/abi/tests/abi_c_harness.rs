@@ -15,18 +15,24 @@
 //! missing C compiler or make is a failure, not a skip.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-mod abi_common;
+mod raw;
 
 use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
 use std::path::Path;
 use std::process::{Command, Output};
 
-use abi_common::{assert_success, build, Raw};
 use mcb_abi::abi::*;
+use mcb_testkit::c_harness::{
+    assert_success, build, build_sanitized, valgrind_available, Variant, SANITIZER_ENV,
+};
+use raw::Raw;
+
+/// The harness in the ABI variant of this crate's features.
+const VARIANT: Variant = Variant::of(cfg!(feature = "engine-pu"));
 
 fn run(program: &str, args: &[&Path]) -> Output {
-    let path = build().join(program);
+    let path = build(VARIANT).join(program);
     Command::new(&path)
         .args(args)
         .output()
@@ -439,16 +445,16 @@ fn mock_host_self_test_passes() {
 
 #[test]
 fn test_engine_conformance_passes() {
-    let engine = build().join("libtest_engine.so");
+    let engine = build(VARIANT).join("libtest_engine.so");
     assert_success("conformance", &run("conformance", &[&engine]));
 }
 
 #[test]
 fn harness_is_clean_under_valgrind() {
-    if !abi_common::valgrind_available("harness_is_clean_under_valgrind") {
+    if !valgrind_available("harness_is_clean_under_valgrind") {
         return;
     }
-    let engine = build().join("libtest_engine.so");
+    let engine = build(VARIANT).join("libtest_engine.so");
     for (program, args) in [
         ("host_selftest", vec![]),
         ("conformance", vec![engine.as_path()]),
@@ -456,7 +462,7 @@ fn harness_is_clean_under_valgrind() {
         let out = Command::new("valgrind")
             .args(["--quiet", "--error-exitcode=1", "--leak-check=full"])
             .arg("--errors-for-leak-kinds=definite,possible")
-            .arg(build().join(program))
+            .arg(build(VARIANT).join(program))
             .args(&args)
             .output()
             .expect("run valgrind");
@@ -466,7 +472,7 @@ fn harness_is_clean_under_valgrind() {
 
 #[test]
 fn harness_is_clean_under_asan_and_ubsan() {
-    let dir = abi_common::build_sanitized();
+    let dir = build_sanitized(VARIANT);
     let engine = dir.join("libtest_engine.so");
     for (program, args) in [
         ("host_selftest", vec![]),
@@ -474,7 +480,7 @@ fn harness_is_clean_under_asan_and_ubsan() {
     ] {
         let out = Command::new(dir.join(program))
             .args(&args)
-            .envs(abi_common::SANITIZER_ENV)
+            .envs(SANITIZER_ENV)
             .output()
             .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
         assert_success(&format!("{program} under ASan and UBSan"), &out);

@@ -3,10 +3,10 @@
 //! probe as `abi_layout.rs`; the bucket engine's admin opcodes and the ep-engine opcodes it
 //! counts are the values of bucket_engine.h and ep-engine's command_ids.h.
 
-mod abi_common;
+mod raw;
 
-use abi_common::Raw;
 use mcb_abi::abi::*;
+use raw::Raw;
 
 macro_rules! c {
     ($name:ident, $value:expr) => {

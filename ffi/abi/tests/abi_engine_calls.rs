@@ -9,8 +9,6 @@
 //! harness's mock memcached (`libmock_host.so`).
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-mod abi_common;
-
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -19,8 +17,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use abi_common::build;
 use mcb_abi::abi::*;
+use mcb_testkit::c_harness::{build, Variant};
+
+/// The harness in the ABI variant of this crate's features.
+const VARIANT: Variant = Variant::of(cfg!(feature = "engine-pu"));
 
 /// A dlopen'ed library, closed on drop.
 struct Lib(*mut c_void);
@@ -91,7 +92,7 @@ struct Host {
 }
 
 fn load_host() -> Host {
-    let lib = Lib::open(&build().join("libmock_host.so"));
+    let lib = Lib::open(&build(VARIANT).join("libmock_host.so"));
     Host {
         init: func!(lib, c"mh_init", unsafe extern "C" fn() -> c_int),
         shutdown: func!(lib, c"mh_shutdown", unsafe extern "C" fn()),
@@ -477,7 +478,7 @@ fn every_engine_slot_through_the_rust_mirror() {
     assert_eq!(unsafe { (host.init)() }, 0);
     let get_server_api = wrap_server_api(&host);
 
-    let lib = Lib::open(&build().join("libtest_engine.so"));
+    let lib = Lib::open(&build(VARIANT).join("libtest_engine.so"));
     let create = func!(
         lib,
         c"create_instance",
@@ -733,7 +734,7 @@ fn every_engine_slot_through_the_rust_mirror() {
 
 #[test]
 fn create_instance_refuses_other_interface_versions() {
-    let lib = Lib::open(&build().join("libtest_engine.so"));
+    let lib = Lib::open(&build(VARIANT).join("libtest_engine.so"));
     let create = func!(
         lib,
         c"create_instance",

@@ -1,5 +1,6 @@
-//! Runs the bucket engine's C conformance suite (`examples-c/engine/bucket_conformance.c`)
-//! against the `libbucket_engine.so` this crate builds:
+//! Runs the bucket engine's C conformance suite (`examples-c/engine/bucket_conformance/`: one
+//! file per area, `runner.c` with the test table) against the `libbucket_engine.so` this crate
+//! builds:
 //!
 //! - the suite on its own: every test in a child process of its own, one line per test, exit
 //!   status 0 only when all passed;
@@ -8,22 +9,22 @@
 //!   so; a run with `CI` set fails instead (.ci/run installs it);
 //! - the suite built with gcc's AddressSanitizer and UBSan (`make SAN=1`), any report failing.
 //!
-//! The harness is built as the `abi_*` tests of `mcb-abi` build it (their `abi_common` module,
-//! included by path: make in the variant matching the features, under their lock file). A
+//! The harness is built as the `abi_*` tests of `mcb-abi` build it (`mcb_testkit::c_harness`:
+//! make in the variant matching the features, under one lock file). A
 //! missing make or C compiler is a failure, not a skip. The cdylib is the one cargo built for
 //! this test run, next to this test binary. `BUCKET_CONFORMANCE_ARGS` (space-separated test names)
 //! narrows a run while debugging. A full run must run exactly [`EXPECTED_TESTS`] tests: a test
 //! lost from the suite's table (or one added without updating the count) fails the run.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-#[path = "../../abi/tests/abi_common/mod.rs"]
-mod abi_common;
-
-use abi_common::{build, build_sanitized, SANITIZER_ENV};
+use mcb_testkit::c_harness::{build, build_sanitized, valgrind_available, Variant, SANITIZER_ENV};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The number of tests in `bucket_conformance.c`'s table.
+/// The harness in the ABI variant of this crate's features.
+const VARIANT: Variant = Variant::of(cfg!(feature = "engine-pu"));
+
+/// The number of tests in the suite's table (`bucket_conformance/runner.c`).
 const EXPECTED_TESTS: usize = 67;
 
 /// The `libbucket_engine.so` cargo built for this test run, next to this test binary in
@@ -97,23 +98,23 @@ fn assert_passed(what: &str, out: &Output) {
 
 #[test]
 fn bucket_engine_conformance_suite_passes() {
-    let out = suite(build(), &[], 120);
+    let out = suite(build(VARIANT), &[], 120);
     assert_passed("bucket_conformance", &out);
 }
 
 #[test]
 fn bucket_engine_conformance_is_clean_under_asan_and_ubsan() {
-    let out = suite(build_sanitized(), &[], 120);
+    let out = suite(build_sanitized(VARIANT), &[], 120);
     assert_passed("bucket_conformance under ASan and UBSan", &out);
 }
 
 #[test]
 fn bucket_engine_conformance_is_clean_under_valgrind() {
-    if !abi_common::valgrind_available("bucket_engine_conformance_is_clean_under_valgrind") {
+    if !valgrind_available("bucket_engine_conformance_is_clean_under_valgrind") {
         return;
     }
     let out = suite(
-        build(),
+        build(VARIANT),
         &[
             "valgrind",
             "--quiet",

@@ -1,8 +1,7 @@
 //! `libbucket_engine.so` exports exactly what memcached looks up: `create_instance`, and nothing
 //! else that could clash with the host or another engine.
 
-#[path = "../../abi/tests/abi_common/mod.rs"]
-mod abi_common;
+use mcb_testkit::shared_lib::exported_functions;
 
 #[test]
 fn only_create_instance_is_exported() {
@@ -12,7 +11,7 @@ fn only_create_instance_is_exported() {
     let lib = exe.with_file_name("libbucket_engine.so");
     assert!(lib.exists(), "{} was not built", lib.display());
     assert_eq!(
-        abi_common::exported_functions(&lib),
+        exported_functions(&lib),
         ["create_instance"],
         "exported functions of {}",
         lib.display()

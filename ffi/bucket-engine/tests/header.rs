@@ -1,10 +1,7 @@
 //! The committed `include/bucket_engine.h` is what cbindgen makes of `ffi/bucket-engine/src/lib.rs`,
 //! and it compiles after our C declaration of the engine interface with warnings as errors.
 
-#[path = "../../tests/header_common/mod.rs"]
-mod header_common;
-
-use header_common::Header;
+use mcb_testkit::header::Header;
 use std::path::Path;
 
 const HEADER: Header = Header {

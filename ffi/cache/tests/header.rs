@@ -1,10 +1,7 @@
 //! The committed C header of the cache tiers is what cbindgen makes of `ffi/cache/src/lib.rs`,
 //! and it compiles on its own with warnings as errors.
 
-#[path = "../../tests/header_common/mod.rs"]
-mod header_common;
-
-use header_common::Header;
+use mcb_testkit::header::Header;
 
 const HEADER: Header = Header {
     crate_dir: env!("CARGO_MANIFEST_DIR"),

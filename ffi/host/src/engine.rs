@@ -6,8 +6,8 @@
 //! Everything an engine hands back is checked before use: `get_item_info`'s counts and
 //! pointers against the array we passed and the item's size.
 
-use crate::api;
 use crate::conn::Cookie;
+use crate::server_handle;
 use mcb_abi::abi::*;
 use mcb_abi::engine_lib::{self, Created};
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -29,8 +29,8 @@ unsafe impl Sync for Engine {}
 ///
 /// # Safety
 /// As [`mcb_abi::engine_lib::load`]: `path`, if it opens, is an engine library of interface v1
-/// whose code is sound to run in this process. Call it once, after [`api::init`] and before
-/// any connection is served (it records the engine in the server handle).
+/// whose code is sound to run in this process. Call it once, after [`server_handle::init`] and
+/// before any connection is served (it records the engine in the server handle).
 pub unsafe fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, String> {
     let config = config
         .map(CString::new)
@@ -38,10 +38,11 @@ pub unsafe fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, 
         .map_err(|_| "the engine configuration holds a NUL".to_owned())?;
     // SAFETY: `path` is an engine library (this function's contract); our server API is
     // static.
-    let Created { handle, v1 } = unsafe { engine_lib::load(path, Some(api::get_server_api))? };
+    let Created { handle, v1 } =
+        unsafe { engine_lib::load(path, Some(server_handle::get_server_api))? };
     // SAFETY: the handle create_instance returned, recorded once, before the listener starts
     // (this function's contract: no worker thread exists yet).
-    unsafe { api::set_engine(handle) };
+    unsafe { server_handle::set_engine(handle) };
     let engine = Box::leak(Box::new(Engine { handle, v1 }));
     let init = v1.initialize.expect("checked by engine_lib");
     let config_ptr = config.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());

@@ -2,18 +2,19 @@
 //! its doc tests (which check what must not compile) run.
 //!
 //! It loads an engine exactly as memcached's engine branch does (see [`engine`]), hands it the
-//! server API ([`api`], [`conn`], [`config`]), and serves the binary ([`binary`]) and ASCII
-//! ([`ascii`]) protocols over TCP or a unix socket ([`server`]: a listener and `-t` event-loop
-//! [`worker`]s), with SASL PLAIN ([`sasl`]) and per-tenant counters ([`counters`]). Without `-E` it
-//! runs our bucket engine: the `libbucket_engine.so` built with it ([`options::DEFAULT_ENGINE`]).
+//! server API ([`server_handle`], [`api`], [`conn`], [`config`]), and serves the binary
+//! ([`binary`]) and ASCII ([`ascii`]) protocols over TCP or a unix socket ([`server`]: a
+//! listener and `-t` event-loop [`worker`]s), with SASL PLAIN ([`sasl`]) and per-tenant
+//! counters ([`counters`]). Without `-E` it runs our bucket engine: the `libbucket_engine.so`
+//! built with it ([`options::DEFAULT_ENGINE`]).
 //!
-//! Layers, each module using only those before it (`tests/module_graph.rs` checks it):
-//! `options`, `config`, `sasl`, [`counters`], [`codec`] (how answers are encoded); the `api`
-//! tables and [`conn`] (the cookie table and the cookies engine calls take), then [`api`] itself
-//! (the handle pointing at them); [`engine`]; `io` (buffers, streaming held values);
-//! [`session`] (what a protocol handler holds); `text` (the ASCII lines both command sets share) and
-//! [`meta`] (memcached 1.6's meta commands); [`binary`] and [`ascii`]; [`worker`] (the
-//! event loops); [`server`].
+//! Layers, each module (and folder) using only those before it (`tests/module_graph.rs` checks
+//! it): `options`, `config`, `sasl`, [`counters`], [`codec`] (how answers are encoded); the
+//! [`api`] tables and [`conn`] (the cookie table and the cookies engine calls take), then
+//! [`server_handle`] (the handle pointing at them); [`engine`]; `io` (buffers, streaming held
+//! values); [`session`] (what a protocol handler holds); `text` (the ASCII lines both command
+//! sets share) and [`meta`] (memcached 1.6's meta commands); [`binary`] and [`ascii`];
+//! [`worker`] (the event loops); [`server`].
 
 pub mod api;
 pub mod ascii;
@@ -28,6 +29,7 @@ pub mod meta;
 pub mod options;
 pub mod sasl;
 pub mod server;
+pub mod server_handle;
 pub mod session;
 pub mod text;
 pub mod worker;

@@ -6,12 +6,11 @@
 //! line.
 
 use mcb_abi::abi::EXTENSION_LOG_INFO;
-use mcb_host::api;
 use mcb_host::api::extension::log;
 use mcb_host::counters::Registry;
 use mcb_host::options::{self, Options, Parsed};
 use mcb_host::server::Listener;
-use mcb_host::{engine, sasl, server, session};
+use mcb_host::{engine, sasl, server, server_handle, session};
 use std::ffi::CString;
 use std::process::ExitCode;
 
@@ -75,7 +74,7 @@ fn raise_fd_limit(connections: usize) {
 }
 
 fn start(options: Options) -> Result<(), String> {
-    api::init(api::Settings {
+    server_handle::init(server_handle::Settings {
         verbosity: options.verbosity,
         config: settings(&options),
     });
@@ -91,7 +90,8 @@ fn start(options: Options) -> Result<(), String> {
         .transpose()?;
     raise_fd_limit(options.max_connections);
     // SAFETY: the engine the operator named with `-E` (or the bucket engine built with us),
-    // trusted as memcached trusts its `-E`; loaded once, after api::init, before the listener.
+    // trusted as memcached trusts its `-E`; loaded once, after server_handle::init, before the
+    // listener.
     let engine = unsafe { engine::load(&options.engine, options.engine_config.as_deref())? };
     let listener = Listener::bind(
         &options.listen,

@@ -9,8 +9,8 @@
 use super::calls::{proxied, topkey};
 use super::config::parse_force;
 use super::conn::{self, take_delete_pending};
+use super::instance::{instance, Running};
 use super::loader::{Cookie, DlEngine};
-use super::{instance, Running};
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire::{self, parse, Malformed, Packet};

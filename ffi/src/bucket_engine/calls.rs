@@ -12,7 +12,7 @@
 //! so a connection using the default bucket leaked every item).
 
 use super::conn;
-use super::instance;
+use super::instance::{instance, log_warning};
 use super::items::{self, ItemHolds};
 use super::loader::{DlEngine, DlEnv};
 use crate::abi::*;
@@ -249,7 +249,7 @@ pub(crate) unsafe extern "C" fn release(
             None => unsafe { proxied(cookie, false, false, give_back) },
         };
         if !released {
-            super::log_warning("Potential memory leak: no bucket to release an item to");
+            log_warning("Potential memory leak: no bucket to release an item to");
         }
     })
 }
@@ -442,7 +442,7 @@ pub(crate) unsafe extern "C" fn item_set_cas(
         // SAFETY: the host's cookie for this call.
         let done = unsafe { with_item_engine(cookie, item, false, call) };
         if !done {
-            super::log_warning("item_set_cas: the engine is no longer there");
+            log_warning("item_set_cas: the engine is no longer there");
         }
     })
 }

@@ -15,9 +15,9 @@
 //! holds no reservation: then no other thread may legitimately be looking at it.
 
 use super::host::Hooks;
+use super::instance::{self, instance, log_warning, Running};
 use super::items::ItemHolds;
 use super::loader::{register_disconnect, Cookie, DlEngine, DlEnv};
-use super::{instance, log_warning, Running};
 use crate::abi::*;
 use crate::boundary::guard;
 use mcb_core::bucket::{Connection, Fate, Registry};
@@ -213,7 +213,12 @@ pub(crate) fn hooks() -> Hooks {
     Hooks {
         callback: SERVER_CALLBACK_API {
             register_callback: Some(engine_register_callback),
-            perform_callbacks: None,
+            perform_callbacks: Some(instance::engine_perform_callbacks),
+        },
+        extension: SERVER_EXTENSION_API {
+            register_extension: Some(instance::engine_register_extension),
+            unregister_extension: Some(instance::engine_unregister_extension),
+            get_extension: None,
         },
         cookie: SERVER_COOKIE_API {
             get_socket_fd: None,

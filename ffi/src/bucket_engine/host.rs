@@ -2,8 +2,10 @@
 //! wrappers around the calls we make into them, and the server API we hand to the engines we
 //! load, whose callback, extension and cookie tables are our own.
 //!
-//! This module sits below the connection layer: the cookie and callback functions our engines
-//! get in place of the host's (kept per connection, in `conn`) come in as [`Hooks`].
+//! This module sits below the connection layer and the instance: the cookie and callback
+//! functions our engines get in place of the host's (kept per connection, in `conn`), and the
+//! extension and event functions they may not use (refused with a warning in the instance's log,
+//! in `instance`), come in as [`Hooks`].
 //!
 //! Every table is copied by value once, at `create_instance`, after checking its pointer: we
 //! never read more of a host structure than its type (the one the `engine-pu` feature selects)
@@ -51,11 +53,13 @@ unsafe fn copy<T: Copy>(table: *const T, what: &'static str) -> Result<T, BadHos
     Ok(unsafe { *table })
 }
 
-/// What our engines get in place of the host's own functions: `register_callback` from
-/// `callback`, and `store_engine_specific`, `get_engine_specific`, `reserve` and `release` from
-/// `cookie` (its other fields, and `perform_callbacks`, are not used).
+/// What our engines get in place of the host's own functions: `register_callback` and
+/// `perform_callbacks` from `callback`, `register_extension` and `unregister_extension` from
+/// `extension`, and `store_engine_specific`, `get_engine_specific`, `reserve` and `release`
+/// from `cookie` (their other fields are not used).
 pub(crate) struct Hooks {
     pub(crate) callback: SERVER_CALLBACK_API,
+    pub(crate) extension: SERVER_EXTENSION_API,
     pub(crate) cookie: SERVER_COOKIE_API,
 }
 
@@ -132,11 +136,11 @@ impl Host {
             inner_stat: stat,
             inner_callback: SERVER_CALLBACK_API {
                 register_callback: hooks.callback.register_callback,
-                perform_callbacks: Some(engine_perform_callbacks),
+                perform_callbacks: hooks.callback.perform_callbacks,
             },
             inner_extension: SERVER_EXTENSION_API {
-                register_extension: Some(engine_register_extension),
-                unregister_extension: Some(engine_unregister_extension),
+                register_extension: hooks.extension.register_extension,
+                unregister_extension: hooks.extension.unregister_extension,
                 get_extension: extension.get_extension,
             },
             inner_cookie: SERVER_COOKIE_API {
@@ -275,32 +279,4 @@ impl Host {
             unsafe { release(stats) }
         }
     }
-}
-
-/// Engines may not register extensions (the seed's rule): they would outlive their bucket.
-unsafe extern "C" fn engine_register_extension(_type: extension_type_t, _ext: *mut c_void) -> bool {
-    crate::boundary::guard(false, || {
-        super::log_warning("Extension support isn't implemented in this version of bucket_engine");
-        false
-    })
-}
-
-/// Nothing can have been registered, so there is nothing to unregister.
-unsafe extern "C" fn engine_unregister_extension(_type: extension_type_t, _ext: *mut c_void) {
-    crate::boundary::guard((), || {
-        super::log_warning(
-            "An engine tried to unregister an extension it could not have registered",
-        );
-    })
-}
-
-/// Engines may not fire server events (the seed aborted; we log and ignore).
-unsafe extern "C" fn engine_perform_callbacks(
-    _type: ENGINE_EVENT_TYPE,
-    _data: *const c_void,
-    _cookie: *const c_void,
-) {
-    crate::boundary::guard((), || {
-        super::log_warning("perform_callbacks is not available to engines inside bucket_engine");
-    })
 }

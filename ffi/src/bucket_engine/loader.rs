@@ -162,13 +162,15 @@ impl Engine for DlEngine {
 pub(crate) struct DlEnv {
     pub(crate) host: &'static Host,
     pub(crate) topkeys: usize,
+    /// The `get_server_api` the engines we load get (`instance::engine_get_server_api`).
+    pub(crate) server_api: GET_SERVER_API,
 }
 
 impl Env for DlEnv {
     type Engine = DlEngine;
 
     fn load(&self, spec: &str) -> Result<DlEngine, String> {
-        load(self.host, spec, self.topkeys).inspect_err(|why| {
+        load(self.host, spec, self.topkeys, self.server_api).inspect_err(|why| {
             self.host.log(EXTENSION_LOG_WARNING, why);
         })
     }
@@ -183,11 +185,15 @@ impl Env for DlEnv {
 /// no library to load.
 pub(crate) const BUILTIN: &str = "builtin";
 
-fn load(host: &'static Host, path: &str, topkeys: usize) -> Result<DlEngine, String> {
+fn load(
+    host: &'static Host,
+    path: &str,
+    topkeys: usize,
+    gsapi: GET_SERVER_API,
+) -> Result<DlEngine, String> {
     if path.is_empty() {
         return Err("Failed to load engine: no engine path".into());
     }
-    let gsapi = Some(super::engine_get_server_api as unsafe extern "C" fn() -> _);
     let Created { handle, v1 } = if path == BUILTIN {
         // SAFETY: our own storage engine's create_instance meets the interface's contract;
         // the bucket engine's server API lives as long as the bucket engine.

@@ -5,17 +5,22 @@
 //! `initialize`. Like the seed there is one instance per process (the engines we load reach it
 //! through `get_server_api`, which takes no argument). Unlike the seed, `destroy` frees it all, so
 //! a host that unloads the library afterwards leaks nothing: memcached makes no call on an
-//! engine after its `destroy`, and a later `create_instance` starts afresh. Each module holds one
-//! part:
-//! `host` (the host's API tables and the ones our engines get), `loader` (engines from
-//! shared libraries), `config`, `conn` (per-connection state and events), `calls` (the
-//! proxied engine calls), `admin` (CREATE, DELETE, LIST, SELECT), `stats`, `tap`.
+//! engine after its `destroy`, and a later `create_instance` starts afresh.
+//!
+//! This module is the top of the folder: memcached's entry point and the function table, with
+//! the calls that build and free the instance (`initialize`, `destroy`). Each module below holds
+//! one part: `host` (the host's API tables and the ones our engines get), `loader` (engines
+//! from shared libraries), `instance` (the instance, its state and the logger, which every call
+//! reads), `config`, `conn` (per-connection state and events), `calls` (the proxied engine
+//! calls), `items`, `admin` (CREATE, DELETE, LIST, SELECT), `stats`, `tap`. None of them names
+//! this module.
 
 mod admin;
 mod calls;
 mod config;
 mod conn;
 mod host;
+mod instance;
 mod items;
 mod loader;
 mod stats;
@@ -24,81 +29,12 @@ mod tap;
 use crate::abi::*;
 use crate::boundary::guard;
 use host::{Host, OwnedHost};
+use instance::{engine, instance, BucketEngine, Running, INSTANCE};
 use loader::DlEnv;
 use mcb_core::bucket::Registry;
 use std::ffi::{c_char, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
-
-/// The bucket engine: the handle memcached holds (its first field) and our state.
-#[repr(C)]
-pub(crate) struct BucketEngine {
-    v1: ENGINE_HANDLE_V1,
-    info: engine_info,
-    host: OwnedHost,
-    /// Set by `initialize`, freed by `destroy`.
-    running: AtomicPtr<Running>,
-}
-
-/// What `initialize` sets up.
-pub(crate) struct Running {
-    pub(crate) host: &'static Host,
-    pub(crate) registry: Registry<DlEnv>,
-}
-
-impl Running {
-    /// Whether `cookie` is authenticated as the configured admin user (admin commands, `stats
-    /// bucket`).
-    pub(crate) fn is_admin(&self, cookie: *const c_void) -> bool {
-        match &self.registry.config().admin {
-            Some(admin) => self.host.username(cookie).as_deref() == Some(admin.as_str()),
-            None => false,
-        }
-    }
-}
-
-// SAFETY: `v1` and `info` are immutable tables of function pointers and static strings; `host`
-// is Sync; `running` is an atomic pointer to Sync data.
-unsafe impl Sync for BucketEngine {}
-// SAFETY: as for `Sync`.
-unsafe impl Send for BucketEngine {}
-
-/// The one instance: a leaked box from `create_instance` until `destroy` frees it.
-static INSTANCE: AtomicPtr<BucketEngine> = AtomicPtr::new(ptr::null_mut());
-
-/// The instance, if created and not destroyed.
-#[inline]
-fn engine() -> Option<&'static BucketEngine> {
-    // Acquire: pairs with the Release in `create_instance`; publishes the built instance.
-    let engine = INSTANCE.load(Ordering::Acquire);
-    // SAFETY: NULL or a live instance: `destroy` frees it only after taking it out of INSTANCE,
-    // and the host makes no call on an engine after its `destroy` (memcached's contract).
-    unsafe { engine.as_ref() }
-}
-
-/// The initialised instance, if any.
-#[inline]
-pub(crate) fn instance() -> Option<&'static Running> {
-    // Acquire: pairs with the Release in `initialize`; publishes the registry.
-    let running = engine()?.running.load(Ordering::Acquire);
-    // SAFETY: NULL or live; freed only by `destroy` (see `engine`).
-    unsafe { running.as_ref() }
-}
-
-/// Logs a warning through the host's logger (when there is an instance).
-pub(crate) fn log_warning(message: &str) {
-    match engine() {
-        Some(engine) => engine.host.get().log(EXTENSION_LOG_WARNING, message),
-        None => eprintln!("bucket_engine: {message}"),
-    }
-}
-
-/// The server API the engines we load get (`GET_SERVER_API` for them).
-unsafe extern "C" fn engine_get_server_api() -> *mut SERVER_HANDLE_V1 {
-    guard(ptr::null_mut(), || {
-        engine().map_or(ptr::null_mut(), |e| e.host.get().inner_server())
-    })
-}
 
 /// memcached's entry point: hands out the one bucket engine instance (exported as
 /// `create_instance` by `libbucket_engine.so`).
@@ -227,6 +163,7 @@ unsafe extern "C" fn initialize(
         let env = DlEnv {
             host,
             topkeys: config::topkeys_from_env(),
+            server_api: Some(instance::engine_get_server_api),
         };
         let registry = match Registry::new(env, settings) {
             Ok(registry) => registry,

@@ -3,7 +3,8 @@
 //! stats objects for `get_stats_struct` and `aggregate_stats`.
 
 use super::calls::proxied;
-use super::{conn, instance};
+use super::conn;
+use super::instance::instance;
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire::add_stat as add;

@@ -4,7 +4,7 @@
 //! successful `get` hands out one reference, which the host gives back with `release`.
 
 use super::bytes::HostBytes;
-use super::{store as store_of, Store};
+use super::instance::{engine, store as store_of, Store};
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire;
@@ -260,7 +260,7 @@ pub(crate) unsafe extern "C" fn arithmetic(
             return ENGINE_EINVAL;
         };
         // SAFETY: memcached passes the handle create_instance returned.
-        let host = &unsafe { super::engine(handle) }.expect("has a store").host;
+        let host = &unsafe { engine(handle) }.expect("has a store").host;
         // The client's expiry, as memcached's default engine reads it.
         let create = create.then(|| (initial, host.realtime(libc::time_t::from(exptime))));
         match store.arithmetic(key, increment, delta, create) {
@@ -292,7 +292,7 @@ pub(crate) unsafe extern "C" fn flush(
             return ENGINE_EINVAL;
         }
         // SAFETY: memcached passes the handle create_instance returned.
-        let host = &unsafe { super::engine(handle) }.expect("has a store").host;
+        let host = &unsafe { engine(handle) }.expect("has a store").host;
         store.flush(if when == 0 { 0 } else { host.realtime(when) });
         ENGINE_SUCCESS
     })
@@ -397,7 +397,7 @@ pub(crate) unsafe extern "C" fn unknown_command(
         };
         if super::meta::is_meta(opcode) {
             // SAFETY: memcached passes the handle create_instance returned.
-            let host = &unsafe { super::engine(handle) }.expect("has a store").host;
+            let host = &unsafe { engine(handle) }.expect("has a store").host;
             return super::meta::command(store, host, &request, &send);
         }
         match opcode {
@@ -417,7 +417,7 @@ pub(crate) unsafe extern "C" fn unknown_command(
             return send(&[], &[], PROTOCOL_BINARY_RESPONSE_EINVAL, 0);
         };
         // SAFETY: memcached passes the handle create_instance returned.
-        let host = &unsafe { super::engine(handle) }.expect("has a store").host;
+        let host = &unsafe { engine(handle) }.expect("has a store").host;
         let exptime = host.realtime(libc::time_t::from(u32::from_be_bytes(expiration)));
         match (store.touch(request.key, exptime), opcode) {
             (Some(item), PROTOCOL_BINARY_CMD_TOUCH) => {

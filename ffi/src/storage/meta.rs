@@ -3,7 +3,7 @@
 //! recache token (`mcb_core::store::Store::meta_get`).
 
 use super::host::HostApi;
-use super::Store;
+use super::instance::Store;
 use crate::abi::*;
 use crate::meta_ext::*;
 use crate::wire::Packet;

@@ -12,57 +12,27 @@
 //!
 //! Every entry point accepts a NULL cookie (memcached's engine test harness passes one) and
 //! runs inside [`guard`]: no panic reaches the host.
+//!
+//! This module is the top of the folder: the entry point and the function table, with the
+//! calls that build and free an instance (`initialize`, `destroy`). Below it: `instance` (the
+//! instance and how a call finds it), `calls` (the item, stats and command calls), `meta` (the
+//! meta commands), `config`, `host` (the host's API as the engine uses it) and `bytes` (item
+//! values the host fills in place). None of them names this module.
 
 mod bytes;
 mod calls;
 mod config;
 mod host;
+mod instance;
 mod meta;
 
 use crate::abi::*;
 use crate::boundary::guard;
-use bytes::HostBytes;
 use host::HostApi;
+use instance::{engine, StorageEngine, Store};
 use std::ffi::c_char;
 use std::ptr;
 use std::sync::OnceLock;
-
-/// The store, its items' bytes writable by the host between `allocate` and `store`.
-type Store = mcb_core::store::Store<HostBytes>;
-
-/// One engine instance: the handle memcached holds (its first field) and our state.
-#[repr(C)]
-pub(crate) struct StorageEngine {
-    v1: ENGINE_HANDLE_V1,
-    info: engine_info_n<1>,
-    host: HostApi,
-    store: OnceLock<Store>,
-}
-
-// SAFETY: `v1` and `info` are immutable tables of function pointers and static strings; `host`
-// holds copies of the host's thread-safe function tables; `store` is a OnceLock of Sync data.
-unsafe impl Sync for StorageEngine {}
-// SAFETY: as for `Sync`.
-unsafe impl Send for StorageEngine {}
-
-/// Our instance behind a handle memcached passes back, or `None` for NULL.
-///
-/// # Safety
-/// `handle` is NULL or a handle [`create_instance`] returned and `destroy` has not freed.
-unsafe fn engine<'a>(handle: *mut ENGINE_HANDLE) -> Option<&'a StorageEngine> {
-    // SAFETY: the caller's contract; `v1.interface` is the first field of the repr(C) struct,
-    // so the handle points at a whole StorageEngine.
-    unsafe { handle.cast::<StorageEngine>().as_ref() }
-}
-
-/// The initialised store of `handle`.
-///
-/// # Safety
-/// As for [`engine`].
-unsafe fn store<'a>(handle: *mut ENGINE_HANDLE) -> Option<&'a Store> {
-    // SAFETY: the caller's contract.
-    unsafe { engine(handle) }?.store.get()
-}
 
 /// memcached's entry point: a new storage engine instance per call (exported as
 /// `create_instance` by `libmcb_engine.so`; called in-process for the bucket engine's

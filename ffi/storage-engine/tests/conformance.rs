@@ -10,15 +10,16 @@
 //! no-op when they are current) before it looks for them.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-#[path = "../../abi/tests/abi_common/mod.rs"]
-mod abi_common;
-
-use abi_common::{
-    assert_success, build, build_sanitized, built_library, exported_functions, SANITIZER_ENV,
+use mcb_testkit::c_harness::{
+    assert_success, build, build_sanitized, valgrind_available, Variant, SANITIZER_ENV,
 };
+use mcb_testkit::shared_lib::{built_library, exported_functions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+
+/// The harness in the ABI variant of this crate's features.
+const VARIANT: Variant = Variant::of(cfg!(feature = "engine-pu"));
 
 /// Builds both libraries once per test binary, into the target dir this test runs from.
 fn build_libraries() {
@@ -102,17 +103,23 @@ fn only_create_instance_is_exported() {
 
 #[test]
 fn conformance_on_the_library() {
-    assert_success("direct", &suite(build(), &[], "direct", storage_engine()));
+    assert_success(
+        "direct",
+        &suite(build(VARIANT), &[], "direct", storage_engine()),
+    );
 }
 
 #[test]
 fn conformance_through_the_bucket_engine_with_engine_builtin() {
-    assert_success("bucket", &suite(build(), &[], "bucket", bucket_engine()));
+    assert_success(
+        "bucket",
+        &suite(build(VARIANT), &[], "bucket", bucket_engine()),
+    );
 }
 
 #[test]
 fn conformance_is_clean_under_valgrind() {
-    if !abi_common::valgrind_available("conformance_is_clean_under_valgrind") {
+    if !valgrind_available("conformance_is_clean_under_valgrind") {
         return;
     }
     let memcheck = [
@@ -123,7 +130,7 @@ fn conformance_is_clean_under_valgrind() {
         "--errors-for-leak-kinds=definite,possible",
     ];
     for (mode, lib) in [("direct", storage_engine()), ("bucket", bucket_engine())] {
-        let out = suite(build(), &memcheck, mode, lib);
+        let out = suite(build(VARIANT), &memcheck, mode, lib);
         assert_success(&format!("{mode} under valgrind memcheck"), &out);
     }
 }
@@ -131,7 +138,7 @@ fn conformance_is_clean_under_valgrind() {
 #[test]
 fn conformance_is_clean_under_asan_and_ubsan() {
     for (mode, lib) in [("direct", storage_engine()), ("bucket", bucket_engine())] {
-        let out = suite(build_sanitized(), &[], mode, lib);
+        let out = suite(build_sanitized(VARIANT), &[], mode, lib);
         assert_success(&format!("{mode} under ASan and UBSan"), &out);
     }
 }

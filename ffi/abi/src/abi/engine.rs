@@ -1,16 +1,12 @@
 //! `engine.h`: the engine handle (`ENGINE_HANDLE_V1`), its description (`engine_info`,
-//! `feature_info`, `engine_feature_t`), the server handle that hands the engine the server's
-//! API tables (`SERVER_HANDLE_V1`), and the entry point's types (`CREATE_INSTANCE`).
+//! `feature_info`, `engine_feature_t`) and the entry point's types (`CREATE_INSTANCE`). The
+//! server handle the entry point is given (`SERVER_HANDLE_V1`, `GET_SERVER_API`) is in
+//! `server`, with the tables it points at.
 
 use core::ffi::{c_char, c_int, c_void};
 
 use super::protocol::protocol_binary_request_header;
-#[cfg(not(feature = "engine-pu"))]
-use super::server::ALLOCATOR_HOOKS_API;
-use super::server::{
-    SERVER_CALLBACK_API, SERVER_COOKIE_API, SERVER_CORE_API, SERVER_EXTENSION_API, SERVER_LOG_API,
-    SERVER_STAT_API,
-};
+use super::server::GET_SERVER_API;
 use super::tap::{tap_event_t, TAP_ITERATOR};
 use super::types::{
     item, item_info, rel_time_t, ADD_RESPONSE, ADD_STAT, ENGINE_ERROR_CODE, ENGINE_HANDLE,
@@ -20,31 +16,6 @@ use super::types::{
 /// The only interface version there is (`ENGINE_INTERFACE_VERSION`); `create_instance` is asked
 /// for it, and both handles carry it in their first field.
 pub const ENGINE_INTERFACE_VERSION: u64 = 1;
-
-/// The server's handle for an engine: the version and the server's API tables
-/// (`struct server_handle_v1_t`). In v2.5.1 it ends with `alloc_hooks`; on `engine-pu` it does
-/// not, so a host may hand out a struct 8 bytes shorter than this one.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct SERVER_HANDLE_V1 {
-    /// The version number of the server structure (1).
-    pub interface: u64,
-    pub core: *mut SERVER_CORE_API,
-    pub stat: *mut SERVER_STAT_API,
-    pub extension: *mut SERVER_EXTENSION_API,
-    pub callback: *mut SERVER_CALLBACK_API,
-    pub engine: *mut ENGINE_HANDLE,
-    pub log: *mut SERVER_LOG_API,
-    pub cookie: *mut SERVER_COOKIE_API,
-    #[cfg(not(feature = "engine-pu"))]
-    pub alloc_hooks: *mut ALLOCATOR_HOOKS_API,
-}
-
-/// The C struct tag of [`SERVER_HANDLE_V1`].
-pub type server_handle_v1_t = SERVER_HANDLE_V1;
-
-/// Returns the server's handle (`GET_SERVER_API`).
-pub type GET_SERVER_API = Option<unsafe extern "C" fn() -> *mut SERVER_HANDLE_V1>;
 
 /// The key of an item observer callback (`struct item_observer_cb_data`).
 #[repr(C)]

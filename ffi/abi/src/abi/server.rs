@@ -1,6 +1,6 @@
 //! `server_api.h`, `callback.h`, `extension.h` and (v2.5.1) `allocator_hooks.h`: the tables of
-//! functions the server hands an engine through [`SERVER_HANDLE_V1`](super::SERVER_HANDLE_V1),
-//! the connection events, and the extensions (loggers above all).
+//! functions the server hands an engine through [`SERVER_HANDLE_V1`] (here too, with
+//! [`GET_SERVER_API`]), the connection events, and the extensions (loggers above all).
 //!
 //! The bucket engine copies these tables by value before overriding slots for the engines it
 //! loads; a copy must have exactly the host's layout, which the tests pin.
@@ -8,7 +8,6 @@
 use core::ffi::{c_char, c_int, c_void};
 
 use super::config::config_item;
-use super::engine::GET_SERVER_API;
 use super::protocol::protocol_binary_request_header;
 use super::types::{auth_data_t, rel_time_t, ADD_RESPONSE, ENGINE_ERROR_CODE, ENGINE_HANDLE};
 
@@ -66,6 +65,31 @@ pub struct SERVER_COOKIE_API {
     pub reserve: Option<unsafe extern "C" fn(cookie: *const c_void) -> ENGINE_ERROR_CODE>,
     pub release: Option<unsafe extern "C" fn(cookie: *const c_void) -> ENGINE_ERROR_CODE>,
 }
+
+/// The server's handle for an engine: the version and the server's API tables
+/// (`struct server_handle_v1_t`). In v2.5.1 it ends with `alloc_hooks`; on `engine-pu` it does
+/// not, so a host may hand out a struct 8 bytes shorter than this one.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SERVER_HANDLE_V1 {
+    /// The version number of the server structure (1).
+    pub interface: u64,
+    pub core: *mut SERVER_CORE_API,
+    pub stat: *mut SERVER_STAT_API,
+    pub extension: *mut SERVER_EXTENSION_API,
+    pub callback: *mut SERVER_CALLBACK_API,
+    pub engine: *mut ENGINE_HANDLE,
+    pub log: *mut SERVER_LOG_API,
+    pub cookie: *mut SERVER_COOKIE_API,
+    #[cfg(not(feature = "engine-pu"))]
+    pub alloc_hooks: *mut ALLOCATOR_HOOKS_API,
+}
+
+/// The C struct tag of [`SERVER_HANDLE_V1`].
+pub type server_handle_v1_t = SERVER_HANDLE_V1;
+
+/// Returns the server's handle (`GET_SERVER_API`).
+pub type GET_SERVER_API = Option<unsafe extern "C" fn() -> *mut SERVER_HANDLE_V1>;
 
 // ---------------------------------------------------------------------------------------------
 // callback.h

@@ -39,7 +39,7 @@ pub fn start(settings: CString) {
 fn started() -> &'static Started {
     STARTED
         .get()
-        .expect("api::init runs before any engine exists")
+        .expect("server_handle::init runs before any engine exists")
 }
 
 /// The Unix time now.

@@ -5,6 +5,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+use mcb_testkit::c_harness::{self, Variant};
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -15,15 +16,12 @@ use std::time::Duration;
 
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
-#[path = "../../../abi/tests/abi_common/mod.rs"]
-mod abi_common;
-
 /// The C test engine, built by the ABI tests' harness build (make, once per test binary, in the
 /// variant matching our features). A missing make or C compiler fails loudly.
 pub fn test_engine() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
-        abi_common::build()
+        c_harness::build(Variant::of(cfg!(feature = "engine-pu")))
             .join("libtest_engine.so")
             .canonicalize()
             .expect("libtest_engine.so after make")

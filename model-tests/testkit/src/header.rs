@@ -1,13 +1,13 @@
-//! Shared by the header tests of the cdylib crates under ffi/ (each includes it by path): the
-//! committed header in `include/` must be exactly what cbindgen makes of the crate's source, and
-//! must compile with warnings as errors.
+//! The header tests of the cdylib crates under ffi/: the committed header in `include/` must be
+//! exactly what cbindgen makes of the crate's source, and must compile with warnings as errors.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// One crate's generated header.
+#[derive(Debug)]
 pub struct Header {
-    /// The including crate's directory (its `CARGO_MANIFEST_DIR`).
+    /// The crate's directory (its `CARGO_MANIFEST_DIR`).
     pub crate_dir: &'static str,
     /// The header's file name in `include/`.
     pub name: &'static str,

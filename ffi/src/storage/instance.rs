@@ -1,0 +1,46 @@
+//! The bottom of the storage engine: an instance (the handle memcached holds, its host and its
+//! store) and how each call finds it from the handle ([`engine`], [`store`]). The function table
+//! in `mod.rs` builds and frees instances; the calls only read them, from here.
+
+use super::bytes::HostBytes;
+use super::host::HostApi;
+use crate::abi::*;
+use std::sync::OnceLock;
+
+/// The store, its items' bytes writable by the host between `allocate` and `store`.
+pub(super) type Store = mcb_core::store::Store<HostBytes>;
+
+/// One engine instance: the handle memcached holds (its first field) and our state.
+#[repr(C)]
+pub(crate) struct StorageEngine {
+    pub(super) v1: ENGINE_HANDLE_V1,
+    pub(super) info: engine_info_n<1>,
+    pub(super) host: HostApi,
+    pub(super) store: OnceLock<Store>,
+}
+
+// SAFETY: `v1` and `info` are immutable tables of function pointers and static strings; `host`
+// holds copies of the host's thread-safe function tables; `store` is a OnceLock of Sync data.
+unsafe impl Sync for StorageEngine {}
+// SAFETY: as for `Sync`.
+unsafe impl Send for StorageEngine {}
+
+/// Our instance behind a handle memcached passes back, or `None` for NULL.
+///
+/// # Safety
+/// `handle` is NULL or a handle [`create_instance`](super::create_instance) returned and
+/// `destroy` has not freed.
+pub(super) unsafe fn engine<'a>(handle: *mut ENGINE_HANDLE) -> Option<&'a StorageEngine> {
+    // SAFETY: the caller's contract; `v1.interface` is the first field of the repr(C) struct,
+    // so the handle points at a whole StorageEngine.
+    unsafe { handle.cast::<StorageEngine>().as_ref() }
+}
+
+/// The initialised store of `handle`.
+///
+/// # Safety
+/// As for [`engine`].
+pub(super) unsafe fn store<'a>(handle: *mut ENGINE_HANDLE) -> Option<&'a Store> {
+    // SAFETY: the caller's contract.
+    unsafe { engine(handle) }?.store.get()
+}
