@@ -12,6 +12,7 @@
 use crate::api::callback;
 use crate::api::extension::log;
 use crate::conn::{Conn, Mailbox, Wake};
+use crate::io::Output;
 use crate::options::Protocol;
 use crate::session::{Ctx, Session, Step};
 use crate::{ascii, binary};
@@ -167,7 +168,8 @@ struct Client {
     writing: bool,
     /// Ending once the queued output is out.
     closing: bool,
-    /// When the last request was answered (for `-o idle_timeout`).
+    /// When the connection last made progress: bytes read or written, a request answered
+    /// (`-o idle_timeout` closes one that made none for that long, wherever it is in a request).
     active: Instant,
 }
 
@@ -233,7 +235,13 @@ impl Worker {
                         }
                     }
                 } else {
-                    self.drive(event.token().0);
+                    let token = event.token().0;
+                    if event.is_readable() || event.is_read_closed() {
+                        if let Some(Some(c)) = self.clients.get_mut(token) {
+                            c.session.input.readable(event.is_read_closed());
+                        }
+                    }
+                    self.drive(token);
                 }
             }
             for token in std::mem::take(&mut self.again) {
@@ -256,7 +264,9 @@ impl Worker {
             if let Some(limit) = idle_timeout {
                 if swept.elapsed() >= Duration::from_secs(1) {
                     swept = Instant::now();
-                    self.close_where(|c| c.is_idle() && c.active.elapsed() >= limit);
+                    // Any connection without progress, mid-request too (a value half sent,
+                    // a reply the client does not read), but not one the engine is serving.
+                    self.close_where(|c| !c.parked && c.active.elapsed() >= limit);
                 }
             }
         }
@@ -410,12 +420,23 @@ enum Wait {
     Closed,
 }
 
+/// Writes what the socket accepts of `out`, noting progress when bytes went out; whether all
+/// of it is out.
+fn flush(out: &mut Output, stream: &mut Stream, active: &mut Instant) -> io::Result<bool> {
+    let before = out.len();
+    let all_out = out.write_to(stream)?;
+    if out.len() < before {
+        *active = Instant::now();
+    }
+    Ok(all_out)
+}
+
 /// The connection's loop: steps while input is buffered and output has room.
 fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> io::Result<Wait> {
     let s = &mut c.session;
     loop {
         if s.out.is_full() || c.closing {
-            let all_out = s.out.write_to(&mut c.stream)?;
+            let all_out = flush(&mut s.out, &mut c.stream, &mut c.active)?;
             if c.closing && all_out {
                 return Ok(Wait::Closed);
             }
@@ -448,7 +469,7 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
                 c.active = Instant::now();
                 *served += 1;
                 if *served >= limit {
-                    s.out.write_to(&mut c.stream)?;
+                    flush(&mut s.out, &mut c.stream, &mut c.active)?;
                     return Ok(Wait::Again);
                 }
             }
@@ -462,9 +483,9 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
                 };
                 match read {
                     Ok(0) => c.closing = true,
-                    Ok(_) => {}
+                    Ok(_) => c.active = Instant::now(),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        s.out.write_to(&mut c.stream)?;
+                        flush(&mut s.out, &mut c.stream, &mut c.active)?;
                         s.input.release_if_empty();
                         return Ok(Wait::Socket);
                     }
@@ -478,7 +499,7 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
                     continue;
                 }
                 c.parked = true;
-                s.out.write_to(&mut c.stream)?;
+                flush(&mut s.out, &mut c.stream, &mut c.active)?;
                 // The notification may have come between the check and now.
                 if let Some(status) = s.peer.conn.take_io() {
                     c.parked = false;
