@@ -519,7 +519,7 @@ fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, qui
         create: expiration != u32::MAX,
         delta: be64(&e[0..8]),
         initial: be64(&e[8..16]),
-        exptime: to_rel_time(libc::time_t::from(expiration)),
+        exptime: expiration,
     };
     let engine = peer.engine();
     let (mut cas, mut result) = (0, 0);

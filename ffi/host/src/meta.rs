@@ -620,7 +620,7 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Req
         create: create.is_some(),
         delta,
         initial,
-        exptime: create.map_or(0, to_rel_time),
+        exptime: create.map_or(0, wire_exptime),
     };
     let engine = peer.engine();
     let (mut cas, mut result, mut ttl, mut created) = (0, 0, None, false);

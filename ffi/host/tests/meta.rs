@@ -16,7 +16,8 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 /// Requests (`\r\n` written out) and memcached 1.6.18's answers, in order, on one connection of a
-/// fresh server. `$CAS` in a request is the last CAS an answer reported; `c*` (but not `c0`),
+/// fresh server. `$CAS` in a request is the last CAS an answer reported, `$BIG` 2 MiB of data,
+/// `$KEY251` a key one byte too long; `c*` (but not `c0`),
 /// a `VALUE` line's `*` and `me`'s `cas=*` stand for a CAS; `me`'s `cls` and `size` (memcached's
 /// slab class and item size) are left out.
 const TRANSCRIPT: &[(&str, &str)] = &[
@@ -114,6 +115,10 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("ma dn MD D995 v\r\n", "VA 1\r\n5\r\n"),
     ("incr dn 5\r\n", "10\r\n"),
     ("get dn\r\n", "VALUE dn 0 4\r\n10  \r\nEND\r\n"),
+    // An item N creates expires N seconds from now (the server's uptime is not added).
+    ("ma a2 N90\r\n", "HD\r\n"),
+    ("mg a2 t v\r\n", "VA 1 t90\r\n0\r\n"),
+    ("ma a3 N90 J7 t v\r\n", "VA 1 t90\r\n7\r\n"),
     // q hides the answer to a hit, not to an item N created.
     ("ma cq N0 q\r\n", "HD\r\n"),
     ("ma cq N0 q\r\n", ""),
@@ -286,9 +291,13 @@ impl Conn {
         }
     }
 
-    /// Sends `request` (with `$CAS` filled in) and returns its answer, CAS values masked.
+    /// Sends `request` (with `$CAS`, `$BIG` and `$KEY251` filled in) and returns its answer, CAS
+    /// values masked.
     fn ask(&mut self, request: &str) -> String {
-        let request = request.replace("$CAS", &self.cas);
+        let request = request
+            .replace("$CAS", &self.cas)
+            .replace("$BIG", &"x".repeat(2 << 20))
+            .replace("$KEY251", &"k".repeat(251));
         self.stream.write_all(request.as_bytes()).unwrap();
         self.stream.write_all(b"mn\r\n").unwrap();
         let at = loop {
