@@ -494,6 +494,11 @@ fn allocate(s: &mut Session, p: &mut Pending, end: usize, op: Option<StoreOp>) -
         peer.take_parked();
         return Step::Parked;
     }
+    // As memcached: a set (`ms` in any mode) that cannot be stored takes the old value away,
+    // so no client reads a value older than its last write attempt.
+    if let (Err(rc), true) = (&allocated, line.meta.is_some() || op == OPERATION_SET) {
+        peer.unlink_refused(*rc, &key);
+    }
     peer.count(Stat::CmdSet);
     s.input.consume(end + 1);
     let mut item = match allocated {
@@ -621,25 +626,27 @@ fn store_invalid(
     Some(meta::store_invalid(peer, scratch, &r.key, &set, &value))
 }
 
+/// `delete <key> [0] [noreply]`, as memcached 1.6 reads it: the legacy time must be 0, and
+/// with `noreply` nothing is said, not even a complaint.
 fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
-    let quiet = noreply(tokens);
-    let args = tokens.len() - usize::from(quiet);
-    // `delete <key> [0] [noreply]`: a time other than 0 is no longer supported.
-    let valid = match args {
-        2 => true,
-        3 => tokens[2] == b"0",
-        _ => false,
-    };
-    if !valid {
-        reply(
-            out,
-            "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
-        );
+    if !(2..=4).contains(&tokens.len()) {
+        reply(out, "ERROR");
         return Flow::Continue;
     }
+    // A lone key is a key, even one spelled `noreply`.
+    let quiet = tokens.len() > 2 && noreply(tokens);
+    let zero = tokens.get(2) == Some(&&b"0"[..]);
+    let valid = match tokens.len() {
+        3 => zero || quiet,
+        4 => zero && quiet,
+        _ => true,
+    };
+    if !valid {
+        let usage = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
+        return say(out, quiet, usage);
+    }
     if tokens[1].len() > KEY_MAX {
-        reply(out, BAD_FORMAT);
-        return Flow::Continue;
+        return say(out, quiet, BAD_FORMAT);
     }
     let engine = peer.engine();
     let mut cas = 0;

@@ -299,6 +299,10 @@ fn allocate(s: &mut Session, p: &mut Pending, h: &Header, op: StoreOp, quiet: bo
         peer.take_parked();
         return Step::Parked;
     }
+    // As memcached: a SET (quiet or not) that cannot be stored takes the old value away.
+    if let (Err(rc), OPERATION_SET) = (&allocated, op) {
+        peer.unlink_refused(*rc, key);
+    }
     peer.count(Stat::CmdSet);
     s.input.consume(head);
     let mut item = match allocated {

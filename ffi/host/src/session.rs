@@ -179,6 +179,16 @@ impl Peer {
         r
     }
 
+    /// After an `allocate` refused with `rc`: a value too large or no memory for it unlinks
+    /// the key's old value, as memcached does for a set. Best effort: the answer is the
+    /// refusal's whatever the removal says.
+    pub fn unlink_refused(&self, rc: ENGINE_ERROR_CODE, key: &[u8]) {
+        if matches!(rc, ENGINE_E2BIG | ENGINE_ENOMEM) {
+            let mut cas = 0;
+            self.engine().remove(&self.cookie, key, &mut cas, 0);
+        }
+    }
+
     /// Whether the last step parked (clearing the mark).
     pub fn take_parked(&self) -> bool {
         self.parked.replace(false)

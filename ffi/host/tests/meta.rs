@@ -271,7 +271,46 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("mg hl3 h\r\n", "HD h1\r\n"),
     // Plain commands are unchanged.
     ("get foo\r\n", "VALUE foo 7 2\r\nrr\r\nEND\r\n"),
+    // A set refused as too large takes the old value away (add, replace, append and cas keep
+    // it); `ms` does in every mode. `$BIG` is 2 MiB, over the 1 MiB item limit.
+    ("set big 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("set big 0 0 2097152\r\n$BIG\r\n", TOO_LARGE),
+    ("get big\r\n", "END\r\n"),
+    ("set big 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("set big 0 0 2097152 noreply\r\n$BIG\r\n", ""),
+    ("get big\r\n", "END\r\n"),
+    ("set big 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("add big 0 0 2097152\r\n$BIG\r\n", TOO_LARGE),
+    ("replace big 0 0 2097152\r\n$BIG\r\n", TOO_LARGE),
+    ("append big 0 0 2097152\r\n$BIG\r\n", TOO_LARGE),
+    ("prepend big 0 0 2097152 noreply\r\n$BIG\r\n", ""),
+    ("cas big 0 0 2097152 1\r\n$BIG\r\n", TOO_LARGE),
+    ("get big\r\n", "VALUE big 0 1\r\nx\r\nEND\r\n"),
+    ("ms big 2097152 ME q\r\n$BIG\r\n", TOO_LARGE),
+    ("mg big v\r\n", "EN\r\n"),
+    // delete: the legacy time must be 0; noreply silences the complaint too.
+    ("set d 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("delete d 10 noreply\r\n", ""),
+    ("delete d 10\r\n", DELETE_USAGE),
+    ("delete d noreply 0\r\n", DELETE_USAGE),
+    ("delete d 0 0\r\n", DELETE_USAGE),
+    ("delete d 0\r\n", "DELETED\r\n"),
+    ("delete d 0 noreply\r\n", ""),
+    ("delete d noreply\r\n", ""),
+    ("delete noreply\r\n", "NOT_FOUND\r\n"),
+    ("delete\r\n", "ERROR\r\n"),
+    ("delete d x y z\r\n", "ERROR\r\n"),
+    ("delete d 0 noreply x\r\n", "ERROR\r\n"),
+    (
+        "delete $KEY251\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    ),
+    ("delete $KEY251 noreply\r\n", ""),
 ];
+
+const TOO_LARGE: &str = "SERVER_ERROR object too large for cache\r\n";
+const DELETE_USAGE: &str =
+    "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
 
 /// One connection that reads each answer up to the `MN` of an `mn` sent after its request.
 struct Conn {
