@@ -16,7 +16,7 @@ use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
 use crate::io::COPY_MAX;
 use crate::meta;
 use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
-use crate::text::{error_line, number, reply, tokenize, BAD_FORMAT};
+use crate::text::{c_i32, c_u32, c_u64, error_line, number, reply, tokenize, BAD_FORMAT};
 use mcb_abi::abi::*;
 use std::io::Write;
 
@@ -149,8 +149,8 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         return finish(s, mark, end, flow);
     }
     let gat = match (verb, tokens) {
-        (b"gat" | b"gats", [_, exptime, ..]) => match number::<libc::time_t>(exptime) {
-            Some(t) => Some(meta::wire_exptime(t)),
+        (b"gat" | b"gats", [_, exptime, ..]) => match c_i32(exptime) {
+            Some(t) => Some(meta::wire_exptime(t.into())),
             None => {
                 reply(out, "CLIENT_ERROR invalid exptime argument");
                 s.input.consume(end + 1);
@@ -173,9 +173,12 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
             .split(|&b| b == b' ')
             .filter(|t| !t.is_empty())
             .skip(skip);
-        if (gat.is_none() && keys.clone().next().is_none())
-            || keys.clone().any(|k| k.len() > KEY_MAX)
-        {
+        if gat.is_none() && keys.clone().next().is_none() {
+            reply(out, "ERROR");
+            s.input.consume(end + 1);
+            return Step::Done;
+        }
+        if keys.clone().any(|k| k.len() > KEY_MAX) {
             reply(out, BAD_FORMAT);
             s.input.consume(end + 1);
             return Step::Done;
@@ -189,15 +192,7 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         b"decr" => arithmetic(peer, tokens, out, false),
         b"touch" => touch(peer, tokens, out, &mut s.scratch),
         b"flush_all" => flush_all(peer, tokens, out),
-        // version, quit and stats take no noreply, and version and quit no arguments.
-        b"version" | b"quit" | b"stats" if noreply(tokens) => {
-            reply(out, "ERROR");
-            Flow::Continue
-        }
-        b"version" | b"quit" if tokens.len() > 1 => {
-            reply(out, "ERROR");
-            Flow::Continue
-        }
+        // memcached ignores what follows version and quit.
         b"version" => {
             reply(out, &format!("VERSION {}", VERSION));
             Flow::Continue
@@ -205,7 +200,7 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         b"stats" => stats(peer, tokens, out),
         b"verbosity" => verbosity(tokens, out),
         b"quit" => Flow::Close,
-        b"mn" if tokens.len() == 1 => {
+        b"mn" => {
             reply(out, "MN");
             Flow::Continue
         }
@@ -391,32 +386,40 @@ struct StoreLine {
     meta: Option<Box<[u8]>>,
 }
 
-fn parse_store(tokens: &[&[u8]], op: StoreOp) -> Result<StoreLine, &'static str> {
+/// A storage command line, as memcached 1.6 reads it: 5 tokens (6 for `cas`) and an optional
+/// last one (`noreply` silences every complaint after the count; another is ignored). Numbers
+/// are C's (`text::c_*`): flags and the length in 32 bits, the length at most 2^31 - 3. A
+/// complaint is its line and whether `noreply` silences it.
+fn parse_store(tokens: &[&[u8]], op: StoreOp) -> Result<StoreLine, (&'static str, bool)> {
     let base = if op == OPERATION_CAS { 6 } else { 5 };
     if tokens.len() != base && tokens.len() != base + 1 {
-        return Err("ERROR");
+        return Err(("ERROR", false));
     }
+    let quiet = noreply(tokens);
+    let bad = (BAD_FORMAT, quiet);
     if tokens[1].len() > KEY_MAX {
-        return Err(BAD_FORMAT);
+        return Err(bad);
     }
-    let (Some(flags), Some(exptime), Some(bytes)) = (
-        number::<u32>(tokens[2]),
-        number::<libc::time_t>(tokens[3]),
-        number::<i32>(tokens[4]).and_then(|b| usize::try_from(b).ok()),
-    ) else {
-        return Err(BAD_FORMAT);
+    let (Some(flags), Some(exptime), Some(bytes)) =
+        (c_u32(tokens[2]), c_i32(tokens[3]), c_i32(tokens[4]))
+    else {
+        return Err(bad);
     };
-    let cas = if op == OPERATION_CAS {
-        number::<u64>(tokens[5]).ok_or(BAD_FORMAT)?
-    } else {
-        0
+    let cas = match op {
+        OPERATION_CAS => c_u64(tokens[5]).ok_or(bad)?,
+        _ => 0,
     };
+    // The data and its `\r\n` must fit in a C int.
+    let bytes = usize::try_from(bytes)
+        .ok()
+        .filter(|&b| b <= i32::MAX as usize - 2)
+        .ok_or(bad)?;
     Ok(StoreLine {
         flags,
-        exptime,
+        exptime: libc::time_t::from(exptime),
         bytes,
         cas,
-        quiet: tokens.len() == base + 1 && noreply(tokens),
+        quiet,
         meta: None,
     })
 }
@@ -472,13 +475,15 @@ fn allocate(s: &mut Session, p: &mut Pending, end: usize, op: Option<StoreOp>) -
     let parsed = match op {
         Some(op) => parse_store(tokens, op)
             .map(|l| (l, op, tokens[1].into()))
-            .map_err(|e| (e, 0)),
-        None => parse_meta_store(line, tokens),
+            .map_err(|(text, quiet)| ((!quiet).then_some(text), 0)),
+        None => parse_meta_store(line, tokens).map_err(|(text, swallow)| (Some(text), swallow)),
     };
     let (line, op, key) = match parsed {
         Ok(parsed) => parsed,
         Err((text, swallow)) => {
-            reply(s.out.tail(), text);
+            if let Some(text) = text {
+                reply(s.out.tail(), text);
+            }
             s.input.consume(end + 1);
             if swallow == 0 {
                 return Step::Done;
@@ -659,19 +664,18 @@ fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     say(out, quiet, line)
 }
 
+/// `incr|decr <key> <delta> [noreply]` (another fourth token is ignored, as memcached does).
 fn arithmetic(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, incr: bool) -> Flow {
-    let quiet = noreply(tokens);
-    if tokens.len() - usize::from(quiet) != 3 {
+    if !(3..=4).contains(&tokens.len()) {
         reply(out, "ERROR");
         return Flow::Continue;
     }
+    let quiet = noreply(tokens);
     if tokens[1].len() > KEY_MAX {
-        reply(out, BAD_FORMAT);
-        return Flow::Continue;
+        return say(out, quiet, BAD_FORMAT);
     }
-    let Some(delta) = number::<u64>(tokens[2]) else {
-        reply(out, "CLIENT_ERROR invalid numeric delta argument");
-        return Flow::Continue;
+    let Some(delta) = c_u64(tokens[2]) else {
+        return say(out, quiet, "CLIENT_ERROR invalid numeric delta argument");
     };
     let a = Arith {
         incr,
@@ -697,18 +701,22 @@ fn arithmetic(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, incr: bool) -> F
     }
 }
 
-/// `touch <key> <exptime> [noreply]`, as a binary TOUCH packet to the engine.
+/// `touch <key> <exptime> [noreply]` (another fourth token is ignored), as a binary TOUCH
+/// packet to the engine.
 fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Aligned) -> Flow {
-    let quiet = noreply(tokens);
-    if tokens.len() - usize::from(quiet) != 3 {
+    if !(3..=4).contains(&tokens.len()) {
         reply(out, "ERROR");
         return Flow::Continue;
     }
+    let quiet = noreply(tokens);
     let key = tokens[1];
-    let Some(exptime) = number::<u32>(tokens[2]).filter(|_| key.len() <= KEY_MAX) else {
-        reply(out, BAD_FORMAT);
-        return Flow::Continue;
+    if key.len() > KEY_MAX {
+        return say(out, quiet, BAD_FORMAT);
+    }
+    let Some(exptime) = c_i32(tokens[2]) else {
+        return say(out, quiet, "CLIENT_ERROR invalid exptime argument");
     };
+    let exptime = meta::wire_exptime(exptime.into());
     let aligned = meta::touch_packet(scratch, PROTOCOL_BINARY_CMD_TOUCH, key, exptime);
     peer.open_sink(true, PROTOCOL_BINARY_CMD_TOUCH, 0);
     let engine = peer.engine();
@@ -743,20 +751,20 @@ fn stats(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     Flow::Continue
 }
 
+/// `flush_all [delay] [noreply]`: a delay that is not a number is refused, one of 0 or less
+/// flushes now (as memcached 1.6 reads them).
 fn flush_all(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
+    if tokens.len() > 3 {
+        reply(out, "ERROR");
+        return Flow::Continue;
+    }
     let quiet = noreply(tokens);
-    let when = match &tokens[1..tokens.len() - usize::from(quiet)] {
-        [] => 0,
-        [delay] => match number::<libc::time_t>(delay) {
-            Some(d) => d,
-            None => {
-                reply(out, BAD_FORMAT);
-                return Flow::Continue;
-            }
-        },
-        _ => {
-            reply(out, "ERROR");
-            return Flow::Continue;
+    let when = if tokens.len() == 1 + usize::from(quiet) {
+        0
+    } else {
+        match c_i32(tokens[1]) {
+            Some(delay) => libc::time_t::from(delay.max(0)),
+            None => return say(out, quiet, "CLIENT_ERROR invalid exptime argument"),
         }
     };
     peer.count(Stat::CmdFlush);
@@ -768,24 +776,18 @@ fn flush_all(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     }
 }
 
+/// `verbosity <level> [noreply]` (another third token is ignored, as memcached does).
 fn verbosity(tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
-    // memcached: `verbosity [level] [noreply]`; with noreply nothing is said, even of a bad
-    // level; without it, the level is required.
-    let quiet = noreply(tokens);
-    let level = match tokens.len() - usize::from(quiet) {
-        2 => number::<u32>(tokens[1]),
-        1 if quiet => None,
-        _ => {
-            reply(out, "ERROR");
-            return Flow::Continue;
-        }
-    };
-    if let Some(level) = level {
-        set_log_level(level_of_verbosity(level));
+    if !(2..=3).contains(&tokens.len()) {
+        reply(out, "ERROR");
+        return Flow::Continue;
     }
-    match (level, quiet) {
-        (_, true) => Flow::Continue,
-        (Some(_), false) => say(out, false, "OK"),
-        (None, false) => say(out, false, "ERROR"),
+    let quiet = noreply(tokens);
+    match c_u32(tokens[1]) {
+        Some(level) => {
+            set_log_level(level_of_verbosity(level));
+            say(out, quiet, "OK")
+        }
+        None => say(out, quiet, BAD_FORMAT),
     }
 }

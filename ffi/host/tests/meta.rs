@@ -8,6 +8,8 @@
 //! comparison cannot silently be skipped there). Flags a v1 engine cannot honour get
 //! `CLIENT_ERROR` on every engine; gat and `mg … T` get it over an engine without GAT.
 
+#[path = "transcript/classic.rs"]
+mod classic;
 mod common;
 
 use common::{test_engine, Server, TIMEOUT};
@@ -17,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 
 /// Requests (`\r\n` written out) and memcached 1.6.18's answers, in order, on one connection of a
 /// fresh server. `$CAS` in a request is the last CAS an answer reported, `$BIG` 2 MiB of data,
-/// `$KEY251` a key one byte too long; `c*` (but not `c0`),
+/// `$KEY250` and `$KEY251` keys of the longest length and one byte more; `c*` (but not `c0`),
 /// a `VALUE` line's `*` and `me`'s `cas=*` stand for a CAS; `me`'s `cls` and `size` (memcached's
 /// slab class and item size) are left out.
 const TRANSCRIPT: &[(&str, &str)] = &[
@@ -330,13 +332,9 @@ impl Conn {
         }
     }
 
-    /// Sends `request` (with `$CAS`, `$BIG` and `$KEY251` filled in) and returns its answer, CAS
-    /// values masked.
+    /// Sends `request` (its placeholders filled in) and returns its answer, CAS values masked.
     fn ask(&mut self, request: &str) -> String {
-        let request = request
-            .replace("$CAS", &self.cas)
-            .replace("$BIG", &"x".repeat(2 << 20))
-            .replace("$KEY251", &"k".repeat(251));
+        let request = fill(&request.replace("$CAS", &self.cas));
         self.stream.write_all(request.as_bytes()).unwrap();
         self.stream.write_all(b"mn\r\n").unwrap();
         let at = loop {
@@ -389,16 +387,26 @@ impl Conn {
     }
 }
 
-/// Runs the transcript against the server on `port`; the mismatches.
+/// Runs the transcripts (meta, then the classic commands') against the server on `port`;
+/// the mismatches.
 fn replay(port: u16) -> Vec<String> {
     let mut conn = Conn::new(port);
     TRANSCRIPT
         .iter()
+        .chain(classic::CLASSIC)
         .filter_map(|&(request, expected)| {
             let got = conn.ask(request);
+            let expected = fill(expected);
             (got != expected).then(|| format!("{request:?}: expected {expected:?}, got {got:?}"))
         })
         .collect()
+}
+
+/// A transcript line with its placeholders filled in (but `$CAS`, which [`Conn::ask`] fills).
+fn fill(text: &str) -> String {
+    text.replace("$BIG", &"x".repeat(2 << 20))
+        .replace("$KEY251", &"k".repeat(251))
+        .replace("$KEY250", &"k".repeat(250))
 }
 
 #[test]
