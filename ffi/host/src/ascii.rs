@@ -9,13 +9,14 @@
 
 use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;
-use crate::api::server_core::{to_rel_time, VERSION};
+use crate::api::server_core::{request_shutdown, to_rel_time, VERSION};
 use crate::codec::KEY_MAX;
-use crate::counters::Stat;
+use crate::counters::{Op, Stat};
 use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
 use crate::io::COPY_MAX;
 use crate::meta;
 use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
+use crate::stats::{self, End};
 use crate::text::{c_i32, c_u32, c_u64, error_line, number, reply, tokenize, BAD_FORMAT};
 use mcb_abi::abi::*;
 use std::io::Write;
@@ -43,7 +44,13 @@ pub enum Pending {
     Store(Box<Fill>),
     /// Data nobody stores: this many more bytes to drop.
     Swallow(usize),
+    /// A `-Y` authentication's data arriving: its bytes so far, and how many in all (with the
+    /// `\r\n`).
+    Auth(Vec<u8>, usize),
 }
+
+/// Longest `-Y` authentication data taken (`user password`): longer is refused unread.
+const AUTH_MAX: usize = 1024;
 
 /// A storage command's item and how much of its data arrived.
 #[derive(Debug)]
@@ -84,7 +91,70 @@ pub fn step(s: &mut Session, p: &mut Pending) -> Step {
                 Step::NeedInput
             }
         },
+        Pending::Auth(mut token, want) => {
+            let take = s.input.buffered().len().min(want - token.len());
+            token.extend_from_slice(&s.input.buffered()[..take]);
+            s.input.consume(take);
+            if token.len() < want {
+                *p = Pending::Auth(token, want);
+                return Step::NeedInput;
+            }
+            check_credentials(s, &token)
+        }
     }
+}
+
+/// `set <any key> <flags> <exptime> <bytes>` from a connection that must authenticate (`-Y`):
+/// its data is read as credentials.
+fn authenticate(s: &mut Session, p: &mut Pending, end: usize) -> Step {
+    let line = &s.input.buffered()[..end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let (tokens, n) = tokenize(line);
+    let parsed = parse_store(&tokens[..n], OPERATION_SET);
+    s.input.consume(end + 1);
+    match parsed {
+        Ok(line) if line.bytes <= AUTH_MAX => {
+            *p = Pending::Auth(Vec::with_capacity(line.bytes + 2), line.bytes + 2);
+            Step::More
+        }
+        Ok(_) => {
+            reply(s.out.tail(), "CLIENT_ERROR bad authentication token format");
+            Step::Close
+        }
+        Err((text, quiet)) => {
+            say(s.out.tail(), quiet, text);
+            Step::Done
+        }
+    }
+}
+
+/// A `-Y` authentication's data (`user password`, then `\r\n`): on success the connection is
+/// that user's, as after SASL (its bucket too), and memcached's answer is `STORED`.
+fn check_credentials(s: &mut Session, token: &[u8]) -> Step {
+    let out = s.out.tail();
+    let Some(token) = token.strip_suffix(b"\r\n") else {
+        reply(out, "CLIENT_ERROR bad data chunk");
+        return Step::Done;
+    };
+    let Some(space) = token.iter().position(|&b| b == b' ') else {
+        reply(out, "CLIENT_ERROR bad authentication token format");
+        return Step::Done;
+    };
+    let (user, password) = (&token[..space], token[space..].trim_ascii_start());
+    let peer = &s.peer;
+    peer.count(Stat::AuthCmds);
+    let users = peer.ctx.ascii_users.as_ref();
+    match users.and_then(|u| u.check(user, password)) {
+        Some((user, config)) => {
+            peer.authenticated(&user, config.as_deref());
+            reply(out, "STORED");
+        }
+        None => {
+            peer.count(Stat::AuthErrors);
+            reply(out, "CLIENT_ERROR authentication failure");
+        }
+    }
+    Step::Done
 }
 
 /// One command whose line (without its `\n`) is the first `end` buffered bytes.
@@ -101,7 +171,13 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         s.input.consume(end + 1);
         return Step::Done;
     };
-    if peer.needs_auth() && !matches!(verb, b"version" | b"quit") {
+    // `-Y`: a connection authenticates with a `set` whose data is `user password` before
+    // anything else, even version (as memcached 1.6); `-S` lets version and quit through.
+    let ascii_auth = peer.ctx.ascii_users.is_some() && !peer.conn.is_authenticated();
+    if ascii_auth && verb == b"set" {
+        return authenticate(s, p, end);
+    }
+    if ascii_auth || (peer.needs_auth() && !matches!(verb, b"version" | b"quit")) {
         reply(out, "CLIENT_ERROR unauthenticated");
         s.input.consume(end + 1);
         return Step::Done;
@@ -115,6 +191,9 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         b"cas" => Some(OPERATION_CAS),
         _ => None,
     };
+    if matches!(verb, b"mg" | b"ms" | b"md" | b"ma" | b"mn" | b"me") {
+        peer.count(Stat::CmdMeta);
+    }
     if storage.is_some() || verb == b"ms" {
         return allocate(s, p, end, storage);
     }
@@ -204,6 +283,11 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
             reply(out, "MN");
             Flow::Continue
         }
+        b"shutdown" => shutdown(peer, tokens, out),
+        b"cache_memlimit" => cache_memlimit(peer, tokens, out),
+        // A request that looks like HTTP is no memcached client: closed unanswered, as
+        // memcached 1.6 does.
+        _ if tokens.last().is_some_and(|t| t.starts_with(b"HTTP/")) => Flow::Close,
         _ => {
             reply(out, "ERROR");
             Flow::Continue
@@ -288,6 +372,9 @@ fn get(
             };
             return Step::More;
         }
+        if touch.is_some() {
+            peer.count(Stat::CmdTouch);
+        }
         let found = match touch {
             None => peer
                 .retry(|| engine.get(&peer.cookie, key, 0))
@@ -316,8 +403,7 @@ fn get(
             }
             Ok(item) => item,
             Err(ENGINE_KEY_ENOENT) => {
-                peer.count(Stat::CmdGet);
-                peer.count(Stat::GetMisses);
+                peer.fetched_classic(key, false);
                 next += skip + key.len();
                 continue;
             }
@@ -328,7 +414,6 @@ fn get(
                 return Step::Done;
             }
         };
-        peer.count(Stat::CmdGet);
         let value = match item {
             Held::Item(item) => match Value::of(item) {
                 Some(value) => Ok(value),
@@ -340,7 +425,7 @@ fn get(
             },
             Held::Copied(hit) => Err(hit),
         };
-        peer.count(Stat::GetHits);
+        peer.fetched_classic(key, true);
         let (flags, nbytes, cas) = match &value {
             Ok(value) => {
                 let info = value.info();
@@ -499,12 +584,10 @@ fn allocate(s: &mut Session, p: &mut Pending, end: usize, op: Option<StoreOp>) -
         peer.take_parked();
         return Step::Parked;
     }
-    // As memcached: a set (`ms` in any mode) that cannot be stored takes the old value away,
-    // so no client reads a value older than its last write attempt.
-    if let (Err(rc), true) = (&allocated, line.meta.is_some() || op == OPERATION_SET) {
-        peer.unlink_refused(*rc, &key);
+    peer.storing(&key, &allocated, line.meta.is_some() || op == OPERATION_SET);
+    if line.meta.is_none() {
+        peer.detail(&key, Op::Set);
     }
-    peer.count(Stat::CmdSet);
     s.input.consume(end + 1);
     let mut item = match allocated {
         Ok(item) => item,
@@ -653,6 +736,7 @@ fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     if tokens[1].len() > KEY_MAX {
         return say(out, quiet, BAD_FORMAT);
     }
+    peer.detail(tokens[1], Op::Delete);
     let engine = peer.engine();
     let mut cas = 0;
     let line = match peer.retry(|| ok(engine.remove(&peer.cookie, tokens[1], &mut cas, 0))) {
@@ -717,6 +801,7 @@ fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Aligned
         return say(out, quiet, "CLIENT_ERROR invalid exptime argument");
     };
     let exptime = meta::wire_exptime(exptime.into());
+    peer.count(Stat::CmdTouch);
     let aligned = meta::touch_packet(scratch, PROTOCOL_BINARY_CMD_TOUCH, key, exptime);
     peer.open_sink(true, PROTOCOL_BINARY_CMD_TOUCH, 0);
     let engine = peer.engine();
@@ -736,17 +821,22 @@ fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Aligned
     say(out, quiet, line)
 }
 
+/// `stats [group [args]]`, ended as memcached ends each group ([`stats::End`]).
 fn stats(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     let group = tokens.get(1).copied().unwrap_or_default();
+    let args = tokens.get(2..).unwrap_or_default();
     peer.open_sink(true, PROTOCOL_BINARY_CMD_STAT, 0);
-    let rc = peer.stats(group);
+    let end = stats::stats(peer, group, args);
     peer.take_sink(out);
-    match rc {
-        ENGINE_SUCCESS if group == b"reset" => reply(out, "RESET"),
-        ENGINE_SUCCESS => reply(out, "END"),
-        ENGINE_DISCONNECT => return Flow::Close,
-        ENGINE_KEY_ENOENT => reply(out, "ERROR"),
-        rc => reply(out, error_line(rc)),
+    match end {
+        End::List | End::Engine(ENGINE_SUCCESS) => reply(out, "END"),
+        End::Reset => reply(out, "RESET"),
+        End::Ok => reply(out, "OK"),
+        End::Bare | End::Engine(ENGINE_EWOULDBLOCK) => {}
+        End::Refused(line) => reply(out, line),
+        End::Engine(ENGINE_DISCONNECT) => return Flow::Close,
+        End::Engine(ENGINE_KEY_ENOENT) => reply(out, "ERROR"),
+        End::Engine(rc) => reply(out, error_line(rc)),
     }
     Flow::Continue
 }
@@ -768,12 +858,58 @@ fn flush_all(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
         }
     };
     peer.count(Stat::CmdFlush);
+    if !peer.ctx.options.flush_enabled {
+        return say(out, quiet, "CLIENT_ERROR flush_all not allowed");
+    }
     let engine = peer.engine();
     match peer.retry(|| ok(engine.flush(&peer.cookie, when))) {
         Ok(()) => say(out, quiet, "OK"),
         Err(ENGINE_DISCONNECT) => Flow::Close,
         Err(rc) => say(out, quiet, error_line(rc)),
     }
+}
+
+/// `shutdown [graceful]`, allowed by `-A`: the server stops as on SIGTERM (always gracefully:
+/// requests in flight are answered) and this connection closes unanswered.
+fn shutdown(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
+    if !peer.ctx.options.allow_shutdown {
+        reply(out, "ERROR: shutdown not enabled");
+        return Flow::Continue;
+    }
+    match tokens {
+        [_] | [_, b"graceful"] => {
+            request_shutdown("the shutdown command");
+            Flow::Close
+        }
+        _ => {
+            reply(out, "CLIENT_ERROR invalid shutdown mode");
+            Flow::Continue
+        }
+    }
+}
+
+/// `cache_memlimit <megabytes> [noreply]`, checked as memcached 1.6 checks it. No engine here
+/// resizes its cache while it runs: a limit other than the engine's own gets memcached's
+/// answer for a limit it cannot set.
+fn cache_memlimit(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
+    if !(2..=3).contains(&tokens.len()) {
+        reply(out, "ERROR");
+        return Flow::Continue;
+    }
+    let quiet = noreply(tokens);
+    let Some(megabytes) = c_u32(tokens[1]) else {
+        return say(out, quiet, "ERROR");
+    };
+    let line = if megabytes < 8 {
+        "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m"
+    } else if megabytes > 1_000_000_000 {
+        "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes"
+    } else if stats::engine_maxbytes(peer) == Some(u64::from(megabytes) << 20) {
+        "OK"
+    } else {
+        "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust"
+    };
+    say(out, quiet, line)
 }
 
 /// `verbosity <level> [noreply]` (another third token is ignored, as memcached does).

@@ -15,10 +15,11 @@ use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;
 use crate::api::server_core::{to_rel_time, VERSION};
 use crate::codec::{encode_head, encode_response, Response, HEADER, KEY_MAX};
-use crate::counters::Stat;
+use crate::counters::{Op, Stat};
 use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
 use crate::io::{Output, COPY_MAX};
 use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
+use crate::stats::{self, End};
 use mcb_abi::abi::*;
 
 /// Largest non-storage packet body read whole (bucket admin commands stop at 64 KiB; touch,
@@ -93,7 +94,7 @@ fn message(status: u16) -> &'static [u8] {
         PROTOCOL_BINARY_RESPONSE_NOT_STORED => b"Not stored.",
         PROTOCOL_BINARY_RESPONSE_DELTA_BADVAL => b"Non-numeric server-side value for incr or decr",
         PROTOCOL_BINARY_RESPONSE_NOT_MY_VBUCKET => b"I'm not responsible for this vbucket",
-        PROTOCOL_BINARY_RESPONSE_AUTH_ERROR => b"Auth failure",
+        PROTOCOL_BINARY_RESPONSE_AUTH_ERROR => b"Auth failure.",
         PROTOCOL_BINARY_RESPONSE_ERANGE => b"Out of range",
         PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND => b"Unknown command",
         PROTOCOL_BINARY_RESPONSE_ENOMEM => b"Out of memory",
@@ -149,7 +150,7 @@ fn storage(opcode: u8) -> Option<(StoreOp, bool)> {
     })
 }
 
-/// Commands an unauthenticated connection may send when SASL is required.
+/// Commands an unauthenticated connection may send when SASL is required (memcached 1.6's).
 fn allowed_before_auth(opcode: u8) -> bool {
     matches!(
         opcode,
@@ -157,9 +158,6 @@ fn allowed_before_auth(opcode: u8) -> bool {
             | PROTOCOL_BINARY_CMD_SASL_AUTH
             | PROTOCOL_BINARY_CMD_SASL_STEP
             | PROTOCOL_BINARY_CMD_VERSION
-            | PROTOCOL_BINARY_CMD_NOOP
-            | PROTOCOL_BINARY_CMD_QUIT
-            | PROTOCOL_BINARY_CMD_QUITQ
     )
 }
 
@@ -234,6 +232,10 @@ fn request(s: &mut Session, p: &mut Pending) -> Step {
     };
     if let Some(status) = refused {
         status_reply(s.out.tail(), &h, status);
+        if status == PROTOCOL_BINARY_RESPONSE_AUTH_ERROR {
+            // memcached 1.6 closes a connection that sends a command before authenticating.
+            return Step::Close;
+        }
         s.input.consume(HEADER);
         *p = Pending::Swallow(h.bodylen);
         return Step::More;
@@ -300,10 +302,8 @@ fn allocate(s: &mut Session, p: &mut Pending, h: &Header, op: StoreOp, quiet: bo
         return Step::Parked;
     }
     // As memcached: a SET (quiet or not) that cannot be stored takes the old value away.
-    if let (Err(rc), OPERATION_SET) = (&allocated, op) {
-        peer.unlink_refused(*rc, key);
-    }
-    peer.count(Stat::CmdSet);
+    peer.storing(key, &allocated, op == OPERATION_SET);
+    peer.detail(key, Op::Set);
     s.input.consume(head);
     let mut item = match allocated {
         Ok(item) => item,
@@ -466,12 +466,11 @@ fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
     let key: &[u8] = if with_key { req.key } else { &[] };
     match peer.retry(|| engine.get(&peer.cookie, req.key, h.vbucket)) {
         Ok(item) => {
-            peer.count(Stat::CmdGet);
             let Some(value) = Value::of(item) else {
                 status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
                 return Flow::Continue;
             };
-            peer.count(Stat::GetHits);
+            peer.fetched_classic(req.key, true);
             let info = value.info();
             let flags = info.flags().to_ne_bytes();
             let reply = h.reply(0, info.cas());
@@ -484,8 +483,7 @@ fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
             Flow::Continue
         }
         Err(ENGINE_KEY_ENOENT) => {
-            peer.count(Stat::CmdGet);
-            peer.count(Stat::GetMisses);
+            peer.fetched_classic(req.key, false);
             if !quiet {
                 let status = PROTOCOL_BINARY_RESPONSE_KEY_ENOENT;
                 let text = if with_key { &b""[..] } else { message(status) };
@@ -503,6 +501,7 @@ fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flo
         status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
         return Flow::Continue;
     }
+    peer.detail(req.key, Op::Delete);
     let engine = peer.engine();
     let mut cas = h.cas;
     let rc = peer.retry(|| ok(engine.remove(&peer.cookie, req.key, &mut cas, h.vbucket)));
@@ -556,23 +555,37 @@ fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow
         }
     };
     peer.count(Stat::CmdFlush);
+    if !peer.ctx.options.flush_enabled {
+        // `-F`: memcached 1.6 answers a binary flush so.
+        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
+        return Flow::Continue;
+    }
     let engine = peer.engine();
     let rc = peer.retry(|| ok(engine.flush(&peer.cookie, when)));
     answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), 0, quiet)
 }
 
+/// STAT: the key names the group and its arguments (`detail dump`), as in ASCII.
 fn stat(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
     let h = &req.h;
+    let mut words = req.key.split(|&b| b == b' ').filter(|w| !w.is_empty());
+    let group = words.next().unwrap_or_default();
+    let args: Vec<&[u8]> = words.collect();
     peer.open_sink(false, h.opcode, h.opaque);
-    let rc = peer.stats(req.key);
+    let end = stats::stats(peer, group, &args);
     peer.take_sink(out);
-    match rc {
-        ENGINE_SUCCESS => {
+    match end {
+        End::Engine(ENGINE_EWOULDBLOCK) => Flow::Continue,
+        End::Engine(rc) if rc != ENGINE_SUCCESS => answer(out, h, rc, 0, false),
+        End::Refused(_) => {
+            status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
+            Flow::Continue
+        }
+        _ => {
             // The empty key ends the stream.
             encode_response(out, &h.reply(0, 0), &[], &[], std::iter::empty());
             Flow::Continue
         }
-        rc => answer(out, h, rc, 0, false),
     }
 }
 
@@ -615,6 +628,12 @@ fn sasl_failed(peer: &Peer, out: &mut Vec<u8>, h: &Header) {
 /// Hands the whole packet to the engine (in the session's aligned scratch buffer).
 fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, scratch: &mut Aligned) -> Flow {
     let h = &req.h;
+    if matches!(
+        h.opcode,
+        PROTOCOL_BINARY_CMD_TOUCH | PROTOCOL_BINARY_CMD_GAT | PROTOCOL_BINARY_CMD_GATQ
+    ) {
+        peer.count(Stat::CmdTouch);
+    }
     let packet = scratch.fill(&[req.packet]);
     peer.open_sink(false, h.opcode, h.opaque);
     let engine = peer.engine();

@@ -432,7 +432,9 @@ pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) ->
         Ok(t) => t,
         Err(e) => return say_error(out.tail(), e),
     };
-    peer.count(Stat::CmdGet);
+    if touch.is_some() {
+        peer.count(Stat::CmdTouch);
+    }
     let found = match fetch_ext(peer, scratch, r, touch) {
         // An engine without our opcode: what v1 does (no stale items, token, access times).
         Err(Ok(ENGINE_ENOTSUP)) if !b"NRhl".iter().any(|&f| r.has(f)) => {
@@ -447,7 +449,7 @@ pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) ->
     };
     match found {
         Ok(Some((known, held))) => {
-            peer.count(Stat::GetHits);
+            peer.fetched(true);
             if !r.has(b'v') {
                 r.answer(out.tail(), "HD", &known);
                 return Flow::Continue;
@@ -467,7 +469,7 @@ pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) ->
             Flow::Continue
         }
         Ok(None) => {
-            peer.count(Stat::GetMisses);
+            peer.fetched(false);
             if !r.quiet() {
                 r.answer(out.tail(), "EN", &Known::default());
             }

@@ -274,8 +274,12 @@ fn sasl_is_required_with_dash_s() {
         "--sasl-pwdb",
         pwdb.to_str().unwrap(),
     ]);
+    // A command before authenticating: AUTH_ERROR, and the connection is closed (memcached 1.6).
     let mut c = s.binary();
     assert_eq!(c.get(b"k").status, AUTH_ERROR);
+    assert!(c.try_recv().is_none());
+    let mut c = s.binary();
+    assert_eq!(c.call(VERSION, &[], &[], &[], 0).status, SUCCESS);
     assert_eq!(c.call(SASL_LIST, &[], &[], &[], 0).value, b"PLAIN");
     assert_eq!(c.auth("alice", "wrong").status, AUTH_ERROR);
     assert_eq!(c.auth("alice", "secret").status, SUCCESS);
@@ -289,6 +293,7 @@ fn sasl_is_required_with_dash_s() {
     assert_eq!(c.get(b"k").status, KEY_ENOENT);
     assert_eq!(c.auth("alice", "wrong").status, AUTH_ERROR);
     assert_eq!(c.get(b"k").status, AUTH_ERROR);
+    assert!(c.try_recv().is_none());
 
     // PLAIN's authzid must be empty or the authcid.
     let mut c = s.binary();
@@ -346,7 +351,7 @@ fn connections_over_the_limit_are_refused() {
     );
     let stats = first.stats(b"");
     assert!(
-        stats.contains(&("rejected_conns".into(), "1".into())),
+        stats.contains(&("rejected_connections".into(), "1".into())),
         "{stats:?}"
     );
 }

@@ -133,22 +133,26 @@ pub fn shutdown_requested() -> bool {
     SHUTDOWN.load(Ordering::Acquire)
 }
 
+/// Stops the server as SIGTERM does: the listener stops accepting, the workers finish what is
+/// in flight. `who` asked (for the log).
+pub fn request_shutdown(who: &str) {
+    // Release: pairs with the Acquire in `shutdown_requested`.
+    SHUTDOWN.store(true, Ordering::Release);
+    log(
+        EXTENSION_LOG_WARNING,
+        &format!("{who} asked the server to shut down"),
+    );
+    // Relaxed: see `set_listener`.
+    let fd = LISTENER.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: our listening socket, which lives as long as the process serves; shutting
+        // it down wakes the listener's poll, and the listener sees the flag.
+        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+    }
+}
+
 unsafe extern "C" fn shutdown() {
-    guard((), || {
-        // Release: pairs with the Acquire in `shutdown_requested`.
-        SHUTDOWN.store(true, Ordering::Release);
-        log(
-            EXTENSION_LOG_WARNING,
-            "an engine asked the server to shut down",
-        );
-        // Relaxed: see `set_listener`.
-        let fd = LISTENER.load(Ordering::Relaxed);
-        if fd >= 0 {
-            // SAFETY: our listening socket, which lives as long as the process serves; shutting
-            // it down wakes the listener's poll, and the listener sees the flag.
-            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
-        }
-    })
+    guard((), || request_shutdown("an engine"))
 }
 
 /// Parses the host's own settings (`maxconns`, `tcpport`, ...) into the engine's table; true

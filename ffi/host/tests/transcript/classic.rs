@@ -1,6 +1,7 @@
 //! The classic commands' edge cases, replayed after `TRANSCRIPT` on the same connection
 //! (`tests/meta.rs` holds the format): numbers at and past their limits, token counts, noreply
-//! on every error path, key and line lengths. The answers are Debian's memcached 1.6.18's.
+//! on every error path, key and line lengths; the admin commands and the stats groups whose
+//! answers do not depend on the server. The answers are Debian's memcached 1.6.18's.
 
 pub const CLASSIC: &[(&str, &str)] = &[
     // Storage commands read their numbers as memcached's C does (`text::c_*`): flags in 32 bits
@@ -335,4 +336,90 @@ pub const CLASSIC: &[(&str, &str)] = &[
     ("unknown\r\n", "ERROR\r\n"),
     ("unknown noreply\r\n", "ERROR\r\n"),
     ("VERSION\r\n", "ERROR\r\n"),
+    // cache_memlimit, checked as memcached 1.6 checks it (64: the limit the cache has).
+    ("cache_memlimit\r\n", "ERROR\r\n"),
+    ("cache_memlimit x\r\n", "ERROR\r\n"),
+    ("cache_memlimit -1\r\n", "ERROR\r\n"),
+    (
+        "cache_memlimit 0\r\n",
+        "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+    ),
+    (
+        "cache_memlimit 7\r\n",
+        "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+    ),
+    (
+        "cache_memlimit 1 2\r\n",
+        "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+    ),
+    (
+        "cache_memlimit 4294967296\r\n",
+        "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+    ),
+    ("cache_memlimit x noreply\r\n", ""),
+    ("cache_memlimit 7 noreply\r\n", ""),
+    ("cache_memlimit 64\r\n", "OK\r\n"),
+    ("cache_memlimit 64 noreply\r\n", ""),
+    ("cache_memlimit 64 noreply x\r\n", "ERROR\r\n"),
+    // shutdown without -A.
+    ("shutdown\r\n", "ERROR: shutdown not enabled\r\n"),
+    ("shutdown noreply\r\n", "ERROR: shutdown not enabled\r\n"),
+    ("shutdown graceful\r\n", "ERROR: shutdown not enabled\r\n"),
+    ("shutdown x\r\n", "ERROR: shutdown not enabled\r\n"),
+    // stats groups whose answers do not depend on the server: detail (on, off, dump; a key
+    // without the delimiter is not counted), cachedump's checks, sizes, extstore, unknown groups.
+    (
+        "stats detail\r\n",
+        "CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+    ),
+    (
+        "stats detail x\r\n",
+        "CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+    ),
+    ("stats detail dump\r\n", "END\r\n"),
+    ("stats detail on\r\n", "OK\r\n"),
+    ("set pre:1 0 0 1\r\nx\r\n", "STORED\r\n"),
+    (
+        "get pre:1 pre:2 nodelimiter\r\n",
+        "VALUE pre:1 0 1\r\nx\r\nEND\r\n",
+    ),
+    ("touch pre:2 10\r\n", "NOT_FOUND\r\n"),
+    ("delete pre:1\r\n", "DELETED\r\n"),
+    ("delete pre:1\r\n", "NOT_FOUND\r\n"),
+    ("incr pre:1 1\r\n", "NOT_FOUND\r\n"),
+    ("ms pre:3 1\r\ny\r\n", "HD\r\n"),
+    ("mg pre:3 v\r\n", "VA 1\r\ny\r\n"),
+    ("md pre:3 q\r\n", ""),
+    (
+        "stats detail dump\r\n",
+        "PREFIX pre get 2 hit 1 set 1 del 2\r\nEND\r\n",
+    ),
+    ("stats detail off\r\n", "OK\r\n"),
+    ("get pre:1\r\n", "END\r\n"),
+    (
+        "stats detail dump\r\n",
+        "PREFIX pre get 2 hit 1 set 1 del 2\r\nEND\r\n",
+    ),
+    ("stats detail on extra\r\n", "OK\r\n"),
+    ("stats detail off\r\n", "OK\r\n"),
+    ("stats cachedump\r\n", "CLIENT_ERROR bad command line\r\n"),
+    ("stats cachedump 1\r\n", "CLIENT_ERROR bad command line\r\n"),
+    (
+        "stats cachedump x 1\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    ),
+    (
+        "stats cachedump 1 x\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    ),
+    (
+        "stats cachedump 64 1\r\n",
+        "CLIENT_ERROR Illegal slab id\r\n",
+    ),
+    ("stats cachedump 63 1\r\n", "END\r\n"),
+    ("stats sizes\r\n", "STAT sizes_status disabled\r\nEND\r\n"),
+    ("stats sizes_disable\r\n", "STAT sizes_status disabled\r\n"),
+    ("stats extstore\r\n", "END\r\n"),
+    ("stats x\r\n", "ERROR\r\n"),
+    ("stats noreply\r\n", "ERROR\r\n"),
 ];
