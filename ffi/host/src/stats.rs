@@ -447,7 +447,6 @@ fn slabs(engine: &[Pair], settings: &[Pair]) -> Vec<Pair> {
             out.push(("1:total_pages".into(), max.div_ceil(PAGE)));
         }
         out.push(("1:used_chunks".into(), items));
-        out.push(("1:mem_requested".into(), bytes));
         for field in [
             "get_hits",
             "cmd_set",

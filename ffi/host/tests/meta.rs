@@ -434,38 +434,110 @@ impl Drop for Memcached {
     }
 }
 
+impl Memcached {
+    /// Starts Debian's memcached with its defaults; `None` when there is none to start and
+    /// `MCB_REQUIRE_MEMCACHED` is not set (`what` says what is then left unchecked).
+    fn start(what: &str) -> Option<(Memcached, u16)> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut command = Command::new("memcached");
+        command.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            command.args(["-u", "nobody"]);
+        }
+        let child = match command.stdout(Stdio::null()).spawn() {
+            Ok(child) => Memcached(child),
+            Err(e) if std::env::var_os("MCB_REQUIRE_MEMCACHED").is_none() => {
+                eprintln!("memcached not started ({e}): {what} is not checked against it");
+                return None;
+            }
+            Err(e) => panic!("memcached: {e}"),
+        };
+        // memcached says nothing when it listens: wait until it accepts (or gives up).
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "memcached never listened"
+            );
+            std::thread::yield_now();
+        }
+        Some((child, port))
+    }
+}
+
 #[test]
 fn the_transcript_is_memcacheds() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let mut command = Command::new("memcached");
-    command.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]);
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        command.args(["-u", "nobody"]);
-    }
-    let child = match command.stdout(Stdio::null()).spawn() {
-        Ok(child) => Memcached(child),
-        Err(e) if std::env::var_os("MCB_REQUIRE_MEMCACHED").is_none() => {
-            eprintln!("memcached not started ({e}): the transcript is not re-checked");
-            return;
-        }
-        Err(e) => panic!("memcached: {e}"),
+    let Some((memcached, port)) = Memcached::start("the transcript") else {
+        return;
     };
-    // memcached says nothing when it listens: wait until it accepts (or gives up).
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "memcached never listened"
-        );
-        std::thread::yield_now();
-    }
     let mismatches = replay(port);
-    drop(child);
+    drop(memcached);
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+/// The names of a stats group's answer on `port` (after storing one item), class numbers
+/// replaced by `N`; and the line it ends with.
+fn stat_names(port: u16, group: &str) -> (std::collections::BTreeSet<String>, String) {
+    let mut conn = Conn::new(port);
+    conn.ask("set one 0 0 1\r\nx\r\n");
+    let answer = conn.ask(&format!("stats {group}\r\n"));
+    let mut names = std::collections::BTreeSet::new();
+    let mut end = String::new();
+    for line in answer.lines() {
+        let Some(stat) = line.strip_prefix("STAT ") else {
+            end = line.to_owned();
+            continue;
+        };
+        let name = stat.split(' ').next().unwrap_or_default();
+        let name: Vec<&str> = name
+            .split(':')
+            .map(|part| match part.parse::<u32>() {
+                Ok(_) => "N",
+                Err(_) => part,
+            })
+            .collect();
+        names.insert(name.join(":"));
+    }
+    (names, end)
+}
+
+/// The monitoring groups have memcached's shape: every name ours gives is one memcached 1.6.18
+/// gives too (but ours alone, listed here), and each group ends as memcached's does.
+#[test]
+fn the_stats_groups_have_memcacheds_names() {
+    let Some((memcached, port)) = Memcached::start("the stats names") else {
+        return;
+    };
+    let server = Server::start(&[]);
+    for (group, ours_alone) in [
+        (
+            "",
+            &["evictions_notified", "bucket_conns", "bucket_active_conns"][..],
+        ),
+        ("settings", &["engine"]),
+        ("items", &[]),
+        ("slabs", &[]),
+        ("conns", &[]),
+        ("sizes", &[]),
+    ] {
+        let (theirs, their_end) = stat_names(port, group);
+        let (ours, our_end) = stat_names(server.port, group);
+        let unknown: Vec<&String> = ours
+            .iter()
+            .filter(|n| !theirs.contains(*n) && !ours_alone.contains(&n.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "stats {group}: not memcached's: {unknown:?}"
+        );
+        assert_eq!(our_end, their_end, "stats {group}");
+        assert!(!ours.is_empty(), "stats {group} is empty");
+    }
+    drop(memcached);
 }
 
 const UNSUPPORTED: &str = "CLIENT_ERROR flag not supported by this engine\r\n";

@@ -28,7 +28,11 @@ const NO_TLS: &str = "TLS is not supported";
 /// memcached 1.6.18's keys: whether they take a value, and their meaning here.
 const KEYS: &[(&str, bool, Meaning)] = &[
     ("idle_timeout", true, Meaning::Applied),
-    ("track_sizes", false, Meaning::Applied),
+    (
+        "track_sizes",
+        false,
+        Meaning::Ignored("item sizes are not tracked (`stats sizes` says disabled)"),
+    ),
     ("maxconns_fast", false, Meaning::Applied),
     (
         "no_maxconns_fast",
@@ -169,7 +173,6 @@ pub fn usage() -> String {
         let what = match meaning {
             Meaning::Applied => match *key {
                 "idle_timeout" => "close connections making no progress for N seconds",
-                "track_sizes" => "turn on `stats sizes` from the start",
                 _ => "as memcached (connections over -c are closed at once)",
             },
             Meaning::Ignored(why) => why,

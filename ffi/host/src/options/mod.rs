@@ -540,14 +540,9 @@ impl Options {
                 "idle_timeout",
                 self.idle_timeout.map_or(0, |t| t.as_secs()).to_string(),
             ),
-            ("track_sizes", yes(self.has_extended("track_sizes"))),
+            ("track_sizes", "no".to_owned()),
             ("engine", self.engine.clone()),
         ]
-    }
-
-    /// Whether `-o key` was given.
-    pub fn has_extended(&self, key: &str) -> bool {
-        self.extended.iter().any(|e| e.key == key)
     }
 
     /// The bucket engine's admin user, from its configuration's `admin=NAME`.
@@ -673,7 +668,8 @@ mod tests {
                 ("factor", "1.25"),
             ]
         );
-        assert!(o.has_extended("hashpower") && o.has_extended("lru_crawler"));
+        let keys: Vec<&str> = o.extended.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["hashpower", "lru_crawler"]);
         assert!(run(&["-V"]).unwrap_err().starts_with("mcb-memcached "));
         assert!(run(&["--help"])
             .unwrap_err()
