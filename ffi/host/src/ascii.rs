@@ -9,7 +9,7 @@
 
 use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;
-use crate::api::server_core::{request_shutdown, to_rel_time, VERSION};
+use crate::api::server_core::{request_shutdown, to_rel_time, MEMCACHED_VERSION};
 use crate::codec::KEY_MAX;
 use crate::counters::{Op, Stat};
 use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
@@ -273,7 +273,7 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         b"flush_all" => flush_all(peer, tokens, out),
         // memcached ignores what follows version and quit.
         b"version" => {
-            reply(out, &format!("VERSION {}", VERSION));
+            reply(out, &format!("VERSION {MEMCACHED_VERSION}"));
             Flow::Continue
         }
         b"stats" => stats(peer, tokens, out),

@@ -13,7 +13,7 @@
 use crate::api::extension::log;
 use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;
-use crate::api::server_core::{to_rel_time, VERSION};
+use crate::api::server_core::{to_rel_time, MEMCACHED_VERSION};
 use crate::codec::{encode_head, encode_response, Response, HEADER, KEY_MAX};
 use crate::counters::{Op, Stat};
 use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
@@ -425,7 +425,7 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
         PROTOCOL_BINARY_CMD_QUITQ => Flow::Close,
         PROTOCOL_BINARY_CMD_NOOP => answer(out, h, ENGINE_SUCCESS, 0, false),
         PROTOCOL_BINARY_CMD_VERSION => {
-            let version = VERSION.as_bytes();
+            let version = MEMCACHED_VERSION.as_bytes();
             encode_response(out, &h.reply(0, 0), &[], &[], std::iter::once(version));
             Flow::Continue
         }

@@ -341,7 +341,8 @@ fn general(peer: &Peer) -> Vec<(&'static str, String)> {
             "time",
             server_core::abstime_of(server_core::current_time()).to_string(),
         ),
-        ("version", server_core::VERSION.to_owned()),
+        ("version", server_core::MEMCACHED_VERSION.to_owned()),
+        ("mcb_version", server_core::VERSION.to_owned()),
         (
             "pointer_size",
             (8 * std::mem::size_of::<usize>()).to_string(),

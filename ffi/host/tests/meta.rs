@@ -516,7 +516,12 @@ fn the_stats_groups_have_memcacheds_names() {
     for (group, ours_alone) in [
         (
             "",
-            &["evictions_notified", "bucket_conns", "bucket_active_conns"][..],
+            &[
+                "mcb_version",
+                "evictions_notified",
+                "bucket_conns",
+                "bucket_active_conns",
+            ][..],
         ),
         ("settings", &["engine"]),
         ("items", &[]),

@@ -93,8 +93,15 @@ unsafe extern "C" fn abstime(exptime: rel_time_t) -> libc::time_t {
     guard(0, || abstime_of(exptime))
 }
 
-/// The version the protocols report (numeric, so clients that parse it are content).
+/// The host's own version, what engines get from `server_version` (and `stats` shows as
+/// `mcb_version`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The version the protocols report (`version`, binary VERSION, `stats`): the memcached release
+/// whose answers the host gives, byte for byte (the transcript test checks them). Clients and
+/// test suites choose what they expect by it: memccapable, told 0.1.0, expects a memcached
+/// older than 1.4's answers.
+pub const MEMCACHED_VERSION: &str = "1.6.18";
 const VERSION_C: &CStr =
     match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
         Ok(v) => v,

@@ -359,7 +359,11 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
         };
         match spec.opt {
             Opt::Help => return Ok(Parsed::Print(usage())),
-            Opt::Version => return Ok(Parsed::Print(format!("mcb-memcached {VERSION}"))),
+            Opt::Version => {
+                return Ok(Parsed::Print(format!(
+                    "mcb-memcached {VERSION} (answers as memcached 1.6.18)"
+                )))
+            }
             Opt::License => {
                 let license = env!("CARGO_PKG_LICENSE");
                 return Ok(Parsed::Print(format!(

@@ -336,6 +336,11 @@ pub const CLASSIC: &[(&str, &str)] = &[
     ("unknown\r\n", "ERROR\r\n"),
     ("unknown noreply\r\n", "ERROR\r\n"),
     ("VERSION\r\n", "ERROR\r\n"),
+    // The version is memcached's whose answers these are (clients choose their expectations by
+    // it); ours is `stats`' mcb_version.
+    ("version\r\n", "VERSION 1.6.18\r\n"),
+    ("version x\r\n", "VERSION 1.6.18\r\n"),
+    ("version noreply\r\n", "VERSION 1.6.18\r\n"),
     // cache_memlimit, checked as memcached 1.6 checks it (64: the limit the cache has).
     ("cache_memlimit\r\n", "ERROR\r\n"),
     ("cache_memlimit x\r\n", "ERROR\r\n"),
