@@ -7,13 +7,16 @@
 //! [`worker`]s), with SASL PLAIN ([`sasl`]) and per-tenant counters ([`counters`]). Without `-E` it
 //! runs our bucket engine: the `libbucket_engine.so` built with it ([`options::DEFAULT_ENGINE`]).
 //!
-//! Layers, each module using only those before it (`tests/module_graph.rs` checks it):
-//! `options`, `config`, `sasl`, [`counters`], [`codec`] (how answers are encoded); the `api`
-//! tables and [`conn`] (the cookie table and the cookies engine calls take), then [`api`] itself
-//! (the handle pointing at them); [`engine`]; `io` (buffers, streaming held values);
-//! [`session`] (what a protocol handler holds); `text` (the ASCII lines both command sets share) and
-//! [`meta`] (memcached 1.6's meta commands); [`binary`] and [`ascii`]; [`worker`] (the
-//! event loops); [`server`].
+//! Layers, each module using only those before it (`tests/module_graph.rs` checks that no
+//! import cycle exists): [`options`] (memcached 1.6's command line, its `-o` keys in
+//! `options::extended`), [`config`] (`parse_config`, and the engine configuration the command
+//! line composes), [`process`] (privileges, daemon, pid file, limits), `sasl` (SASL and `-Y`
+//! passwords), [`counters`], [`codec`] (how answers are encoded); the `api` tables and
+//! [`conn`] (the cookie table and the cookies engine calls take), then [`api`] itself (the
+//! handle pointing at them); [`engine`]; `io` (buffers, streaming held values); [`session`]
+//! (what a protocol handler holds); `text` (the ASCII lines and numbers both command sets
+//! share); [`stats`] (the stats groups in memcached's shape); [`meta`] (memcached 1.6's meta
+//! commands); [`binary`] and [`ascii`]; [`worker`] (the event loops); [`server`].
 
 pub mod api;
 pub mod ascii;

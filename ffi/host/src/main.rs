@@ -12,6 +12,7 @@ use mcb_host::counters::Registry;
 use mcb_host::options::{self, Options, Parsed};
 use mcb_host::{config, engine, process, sasl, server, session};
 use std::ffi::CString;
+use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -19,7 +20,8 @@ fn main() -> ExitCode {
     let options = match options::parse(&args) {
         Ok(Parsed::Run(o)) => o,
         Ok(Parsed::Print(text)) => {
-            println!("{text}");
+            // A closed stdout (`mcb-memcached -h | head`) is no failure.
+            let _ = writeln!(std::io::stdout(), "{text}");
             return ExitCode::SUCCESS;
         }
         Err(why) => {
@@ -97,7 +99,11 @@ fn start(mut options: Options) -> Result<(), String> {
             });
     // Tests and scripts wait for this line to learn the port.
     let listening: Vec<String> = listeners.iter().map(server::Listener::describe).collect();
-    println!("mcb-memcached listening on {}", listening.join(", "));
+    let _ = writeln!(
+        std::io::stdout(),
+        "mcb-memcached listening on {}",
+        listening.join(", ")
+    );
     if let Some(daemon) = daemon {
         daemon.ready();
     }

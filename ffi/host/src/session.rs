@@ -1,6 +1,6 @@
 //! One connection's state as the protocols use it, below them and the workers: the shared
 //! context ([`Ctx`]), the [`Peer`] (the connection engines know by its cookie, with the
-//! EWOULDBLOCK handling and the host's statistics), the [`Session`] buffers, and the [`Step`]
+//! EWOULDBLOCK handling and the host's counters), the [`Session`] buffers, and the [`Step`]
 //! a protocol's state machine reports back to its worker.
 
 use crate::conn::{Conn, Cookie};

@@ -237,6 +237,32 @@ fn ascii_authentication_lands_users_in_their_buckets() {
     assert_eq!(alice.line(), "END");
     // The binary protocol is not asked to authenticate by -Y.
     assert_eq!(s.binary().get(b"k").status, KEY_ENOENT);
+
+    // Each tenant's stats detail is its own: bob sees none of alice's key prefixes.
+    assert_eq!(alice.cmd("stats detail on\r\n"), "OK");
+    assert_eq!(alice.cmd("set user:1 0 0 1\r\nx\r\n"), "STORED");
+    assert_eq!(alice.cmd("delete user:2\r\n"), "NOT_FOUND");
+    assert_eq!(
+        alice.cmd("stats detail dump\r\n"),
+        "PREFIX user get 0 hit 0 set 1 del 1"
+    );
+    assert_eq!(alice.line(), "END");
+    assert_eq!(bob.cmd("set user:1 0 0 1\r\nx\r\n"), "STORED");
+    assert_eq!(bob.cmd("stats detail dump\r\n"), "END");
+    // stats conns: every connection, the asking one running its command.
+    let conns = ascii_stats(&mut alice, "conns");
+    let states: Vec<&str> = conns
+        .iter()
+        .filter(|(k, _)| k.ends_with(":state"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(states.iter().filter(|s| **s == "conn_listening").count(), 1);
+    assert_eq!(states.iter().filter(|s| **s == "conn_parse_cmd").count(), 1);
+    assert!(states.len() >= 4, "{conns:?}");
+    let addr = format!("tcp:127.0.0.1:{}", s.port);
+    assert!(conns
+        .iter()
+        .any(|(k, v)| k.ends_with(":listen_addr") && *v == addr));
 }
 
 #[test]

@@ -172,11 +172,11 @@ pub fn usage() -> String {
         };
         let what = match meaning {
             Meaning::Applied => match *key {
-                "idle_timeout" => "close connections making no progress for N seconds",
-                _ => "as memcached (connections over -c are closed at once)",
+                "idle_timeout" => "close connections making no progress for N seconds".into(),
+                _ => "as memcached (connections over -c are closed at once)".into(),
             },
-            Meaning::Ignored(why) => why,
-            Meaning::Refused(why) => why,
+            Meaning::Ignored(why) => format!("ignored: {why}"),
+            Meaning::Refused(why) => format!("refused: {why}"),
         };
         text.push_str(&format!("    {shown:<26} {what}\n"));
     }
