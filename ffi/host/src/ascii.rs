@@ -23,6 +23,16 @@ use std::io::Write;
 
 /// Longest command line (long multi-key gets included).
 const MAX_LINE: usize = 64 * 1024;
+/// Longest command line other than a multi-get's, as memcached 1.6 bounds them.
+const SHORT_LINE: usize = 2048;
+
+/// Whether an unfinished line is a multi-get (`get ` or `gets `, after at most 100 spaces), the
+/// one command memcached lets grow past [`SHORT_LINE`].
+fn multi_get(line: &[u8]) -> bool {
+    let spaces = line.iter().take_while(|&&b| b == b' ').count();
+    let rest = &line[spaces..];
+    spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
+}
 
 /// Where a connection is within the ASCII protocol between steps.
 #[derive(Debug, Default)]
@@ -68,6 +78,11 @@ pub fn step(s: &mut Session, p: &mut Pending) -> Step {
         Pending::Idle => {
             let buffered = s.input.buffered();
             let Some(end) = buffered.iter().position(|&b| b == b'\n') else {
+                if buffered.len() > SHORT_LINE && !multi_get(buffered) {
+                    // memcached 1.6: only a multi-get may be this long; anything else is no
+                    // client of ours, closed unanswered.
+                    return Step::Close;
+                }
                 if buffered.len() > MAX_LINE {
                     reply(s.out.tail(), "CLIENT_ERROR line is too long");
                     return Step::Close;
