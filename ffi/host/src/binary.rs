@@ -6,9 +6,10 @@
 //! commands answer only on error (gets: only on a hit). Opcodes the host does not handle go to
 //! the engine's `unknown_command`, answering through `ADD_RESPONSE`.
 //!
-//! A bad magic byte, a header whose extras and key do not fit its body, or a packet over
+//! A bad magic byte, a header whose extras and key do not fit its body, a request whose extras,
+//! key or value do not fit its opcode (a key over 250 bytes included), or a packet over
 //! `MAX_PACKET` ends the connection (after an error response where one can be framed), as
-//! memcached does: the stream cannot be trusted past them.
+//! memcached 1.6 does: the stream cannot be trusted past them.
 
 use crate::api::extension::log;
 use crate::api::log::set_log_level;
@@ -112,6 +113,13 @@ fn status_reply(out: &mut Vec<u8>, h: &Header, status: u16) {
         message(status)
     };
     encode_response(out, &h.reply(status, 0), &[], &[], std::iter::once(text));
+}
+
+/// A request whose extras, key or value do not fit its opcode: EINVAL, and the connection is
+/// closed, as memcached 1.6 closes it (the stream cannot be trusted past it).
+fn malformed(out: &mut Vec<u8>, h: &Header) -> Flow {
+    status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
+    Flow::Close
 }
 
 /// Answers an engine code: an error's response, nothing for a quiet success, `Close` for
@@ -222,7 +230,8 @@ fn request(s: &mut Session, p: &mut Pending) -> Step {
         status_reply(s.out.tail(), &h, PROTOCOL_BINARY_RESPONSE_EINVAL);
         return Step::Close;
     }
-    // memcached refuses a key over 250 bytes on any opcode, and skips the body.
+    // memcached 1.6 refuses a key over 250 bytes on any opcode, and a command before
+    // authenticating, and closes the connection.
     let refused = if h.keylen > KEY_MAX {
         Some(PROTOCOL_BINARY_RESPONSE_EINVAL)
     } else if s.peer.needs_auth() && !allowed_before_auth(h.opcode) {
@@ -232,13 +241,7 @@ fn request(s: &mut Session, p: &mut Pending) -> Step {
     };
     if let Some(status) = refused {
         status_reply(s.out.tail(), &h, status);
-        if status == PROTOCOL_BINARY_RESPONSE_AUTH_ERROR {
-            // memcached 1.6 closes a connection that sends a command before authenticating.
-            return Step::Close;
-        }
-        s.input.consume(HEADER);
-        *p = Pending::Swallow(h.bodylen);
-        return Step::More;
+        return Step::Close;
     }
     if let Some((op, quiet)) = storage(h.opcode) {
         return allocate(s, p, &h, op, quiet);
@@ -274,10 +277,8 @@ fn allocate(s: &mut Session, p: &mut Pending, h: &Header, op: StoreOp, quiet: bo
     };
     let len = h.bodylen - h.extlen - h.keylen;
     if h.extlen != want_extras || h.keylen == 0 {
-        status_reply(s.out.tail(), h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        s.input.consume(HEADER);
-        *p = Pending::Swallow(h.bodylen);
-        return Step::More;
+        malformed(s.out.tail(), h);
+        return Step::Close;
     }
     let head = HEADER + h.extlen + h.keylen;
     let packet = s.input.buffered();
@@ -409,6 +410,18 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
         return get(peer, &req, output);
     }
     let out = output.tail();
+    let bare = req.extras.is_empty() && req.key.is_empty() && req.value.is_empty();
+    if !bare
+        && matches!(
+            h.opcode,
+            PROTOCOL_BINARY_CMD_NOOP
+                | PROTOCOL_BINARY_CMD_VERSION
+                | PROTOCOL_BINARY_CMD_QUIT
+                | PROTOCOL_BINARY_CMD_QUITQ
+        )
+    {
+        return malformed(out, h);
+    }
     match h.opcode {
         PROTOCOL_BINARY_CMD_DELETE => delete(peer, &req, out, false),
         PROTOCOL_BINARY_CMD_DELETEQ => delete(peer, &req, out, true),
@@ -459,8 +472,7 @@ fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
     );
     let out = output.tail();
     if !req.extras.is_empty() || req.key.is_empty() || !req.value.is_empty() {
-        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        return Flow::Continue;
+        return malformed(out, h);
     }
     let engine = peer.engine();
     let key: &[u8] = if with_key { req.key } else { &[] };
@@ -498,8 +510,7 @@ fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
 fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow {
     let h = &req.h;
     if !req.extras.is_empty() || req.key.is_empty() || !req.value.is_empty() {
-        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        return Flow::Continue;
+        return malformed(out, h);
     }
     peer.detail(req.key, Op::Delete);
     let engine = peer.engine();
@@ -512,8 +523,7 @@ fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, qui
     let h = &req.h;
     let e = req.extras;
     if e.len() != 20 || req.key.is_empty() || !req.value.is_empty() {
-        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        return Flow::Continue;
+        return malformed(out, h);
     }
     let be64 = |b: &[u8]| u64::from_be_bytes(b.try_into().expect("8 bytes"));
     let expiration = u32::from_be_bytes(e[16..20].try_into().expect("4 bytes"));
@@ -550,8 +560,7 @@ fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow
         [] => 0,
         [a, b, c, d] => libc::time_t::from(u32::from_be_bytes([*a, *b, *c, *d])),
         _ => {
-            status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-            return Flow::Continue;
+            return malformed(out, h);
         }
     };
     peer.count(Stat::CmdFlush);
@@ -592,8 +601,7 @@ fn stat(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
 fn verbosity(req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
     let h = &req.h;
     let Ok(level) = <[u8; 4]>::try_from(req.extras) else {
-        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        return Flow::Continue;
+        return malformed(out, h);
     };
     set_log_level(level_of_verbosity(u32::from_be_bytes(level)));
     answer(out, h, ENGINE_SUCCESS, 0, false)
