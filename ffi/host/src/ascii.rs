@@ -17,7 +17,7 @@ use crate::io::COPY_MAX;
 use crate::meta;
 use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
 use crate::stats::{self, End};
-use crate::text::{c_i32, c_u32, c_u64, error_line, number, reply, tokenize, BAD_FORMAT};
+use crate::text::{c_i32, c_u32, c_u64, error_line, reply, tokenize, BAD_FORMAT};
 use mcb_abi::abi::*;
 use std::io::Write;
 
@@ -547,8 +547,9 @@ fn parse_meta_store<'a>(
         // memcached drops no data after this one: it is read as commands.
         return Err(("CLIENT_ERROR options flags too long", 0));
     }
-    let bytes = number::<i32>(len)
+    let bytes = c_i32(len)
         .and_then(|b| usize::try_from(b).ok())
+        .filter(|&b| b <= i32::MAX as usize - 2)
         .ok_or((BAD_FORMAT, 0))?;
     let r = meta::parse(&meta::MS, key, flags).map_err(|e| (e, bytes + 2))?;
     let set = meta::set_line(&r).map_err(|e| (e, bytes + 2))?;

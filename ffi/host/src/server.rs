@@ -175,8 +175,9 @@ extern "C" fn on_signal(_: libc::c_int) {
 #[derive(Debug)]
 pub struct Signals(mio::net::UnixStream);
 
-/// Routes SIGTERM, SIGINT and SIGUSR1 to the returned [`Signals`]; before the server says it listens,
-/// so that a signal from then on stops it gracefully.
+/// Routes SIGTERM, SIGINT and SIGUSR1 (memcached 1.6's graceful stop; every stop here is
+/// graceful) to the returned [`Signals`]; before the server says it listens, so that a signal
+/// from then on stops it gracefully.
 pub fn catch_signals() -> io::Result<Signals> {
     let (read, write) = UnixStream::pair()?;
     read.set_nonblocking(true)?;
@@ -184,7 +185,6 @@ pub fn catch_signals() -> io::Result<Signals> {
     // Relaxed: see `on_signal`; the handlers are installed after this store.
     SIGNAL_FD.store(write.as_raw_fd(), Ordering::Relaxed);
     std::mem::forget(write); // open for the life of the process: the handler may run late
-                             // SIGUSR1: memcached 1.6's graceful stop (every stop here is graceful).
     for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGUSR1] {
         let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
         // SAFETY: installs an async-signal-safe handler (it only writes one byte).

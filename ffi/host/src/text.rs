@@ -42,12 +42,7 @@ pub fn tokenize(line: &[u8]) -> ([&[u8]; MAX_TOKENS], usize) {
     (tokens, n)
 }
 
-/// A decimal token.
-pub fn number<T: std::str::FromStr>(token: &[u8]) -> Option<T> {
-    std::str::from_utf8(token).ok()?.parse().ok()
-}
-
-// memcached reads the classic commands' numbers with C's `strtol` family (its `safe_strto*`):
+// memcached reads every command's numbers with C's `strtol` family (its `safe_strto*`):
 // leading white space and a sign are allowed, what follows the digits must be nothing or
 // white space, and the value is then stored in a variable of the field's width. So a 32-bit
 // field reads 2^32 as 0 and 2^31 as -2^31. The three readers below give the same numbers, so

@@ -271,6 +271,77 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("ms hl3 1\r\nz\r\n", "HD\r\n"),
     ("get hl3\r\n", "VALUE hl3 0 1\r\nz\r\nEND\r\n"),
     ("mg hl3 h\r\n", "HD h1\r\n"),
+    // The meta commands' numbers, as memcached's C reads them: times (T, N, R) in 32 bits
+    // signed (2^31 is already past, 2^32 is 0, a negative R is never reached), F in 32 bits,
+    // C, J and D in 64, the data length at most 2^31 - 3 (2^32 + 1 reads as 1); md words a bad
+    // number as a bad flag.
+    ("ms m1 1 T-1\r\nx\r\n", "HD\r\n"),
+    ("mg m1 v\r\n", "EN\r\n"),
+    ("ms m1 1 T2147483648\r\nx\r\n", "HD\r\n"),
+    ("mg m1 v t\r\n", "EN\r\n"),
+    ("ms m1 1 T4294967296\r\nx\r\n", "HD\r\n"),
+    ("mg m1 v t\r\n", "VA 1 t-1\r\nx\r\n"),
+    ("ms m1 1 T+5\r\nx\r\n", "HD\r\n"),
+    ("mg m1 t\r\n", "HD t5\r\n"),
+    ("ms m1 1 F4294967296\r\nx\r\n", "HD\r\n"),
+    ("mg m1 f\r\n", "HD f0\r\n"),
+    (
+        "ms m1 1 F-1\r\nx\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    ),
+    ("ms m1 1 F-0\r\nx\r\n", "HD\r\n"),
+    (
+        "ms m1 2147483648\r\nx\r\n",
+        "CLIENT_ERROR bad command line format\r\nERROR\r\n",
+    ),
+    (
+        "ms m1 -1\r\nx\r\n",
+        "CLIENT_ERROR bad command line format\r\nERROR\r\n",
+    ),
+    ("ms m1 4294967297\r\nx\r\n", "HD\r\n"),
+    ("ms m1 +1\r\nx\r\n", "HD\r\n"),
+    (
+        "ms m1 1 C18446744073709551616\r\nx\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    (
+        "ms m1 1 C-1\r\nx\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    ("mg m1 T2147483648 v\r\n", "VA 1\r\nx\r\n"),
+    ("mg m1 T-1 v\r\n", "EN\r\n"),
+    ("mg m1 v\r\n", "EN\r\n"),
+    ("ms m2 1\r\n5\r\n", "HD\r\n"),
+    ("ma m2 D18446744073709551615 v\r\n", "VA 1\r\n4\r\n"),
+    (
+        "ma m2 D18446744073709551616 v\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    (
+        "ma m2 D-1 v\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    ("ma m2 D+1 v\r\n", "VA 1\r\n5\r\n"),
+    ("ma m3 N-1 v\r\n", "VA 1\r\n0\r\n"),
+    ("ma m3 v\r\n", "NF\r\n"),
+    (
+        "ma m5 N0 J18446744073709551616 v\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    (
+        "ma m5 N0 J-1 v\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    ("mg m6 N4294967296 v t\r\n", "VA 0 t-1 W\r\n\r\n"),
+    (
+        "md m2 C-1\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    ("md m2 T-1 I\r\n", "HD\r\n"),
+    ("mg m2 R4294967296 v\r\n", "EN\r\n"),
+    ("mg m2 R-1 v\r\n", "EN\r\n"),
+    ("gat 4294967296 m2\r\n", "END\r\n"),
+    ("gat -2147483649 m2\r\n", "END\r\n"),
     // Plain commands are unchanged.
     ("get foo\r\n", "VALUE foo 7 2\r\nrr\r\nEND\r\n"),
     // A set refused as too large takes the old value away (add, replace, append and cas keep
