@@ -526,7 +526,8 @@ static ENGINE_ERROR_CODE te_arithmetic(ENGINE_HANDLE *h, const void *cookie, con
     te_item *old = item_find(e, key, (size_t)nkey);
     uint64_t value = 0;
     uint32_t flags = 0;
-    rel_time_t exp = exptime;
+    /* The client's expiration time, as memcached passes it: the engine converts it. */
+    rel_time_t exp = e->server->core->realtime((time_t)exptime);
     if (old == NULL) {
         if (!create) {
             rv = ENGINE_KEY_ENOENT;

@@ -9,19 +9,30 @@
 
 use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;
-use crate::api::server_core::{to_rel_time, VERSION};
+use crate::api::server_core::{request_shutdown, to_rel_time, MEMCACHED_VERSION};
 use crate::codec::KEY_MAX;
-use crate::counters::Stat;
+use crate::counters::{Op, Stat};
 use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
 use crate::io::COPY_MAX;
 use crate::meta;
 use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
-use crate::text::{error_line, number, reply, tokenize, BAD_FORMAT};
+use crate::stats::{self, End};
+use crate::text::{c_i32, c_u32, c_u64, error_line, reply, tokenize, BAD_FORMAT};
 use mcb_abi::abi::*;
 use std::io::Write;
 
 /// Longest command line (long multi-key gets included).
 const MAX_LINE: usize = 64 * 1024;
+/// Longest command line other than a multi-get's, as memcached 1.6 bounds them.
+const SHORT_LINE: usize = 2048;
+
+/// Whether an unfinished line is a multi-get (`get ` or `gets `, after at most 100 spaces), the
+/// one command memcached lets grow past [`SHORT_LINE`].
+fn multi_get(line: &[u8]) -> bool {
+    let spaces = line.iter().take_while(|&&b| b == b' ').count();
+    let rest = &line[spaces..];
+    spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
+}
 
 /// Where a connection is within the ASCII protocol between steps.
 #[derive(Debug, Default)]
@@ -43,7 +54,13 @@ pub enum Pending {
     Store(Box<Fill>),
     /// Data nobody stores: this many more bytes to drop.
     Swallow(usize),
+    /// A `-Y` authentication's data arriving: its bytes so far, and how many in all (with the
+    /// `\r\n`).
+    Auth(Vec<u8>, usize),
 }
+
+/// Longest `-Y` authentication data taken (`user password`): longer is refused unread.
+const AUTH_MAX: usize = 1024;
 
 /// A storage command's item and how much of its data arrived.
 #[derive(Debug)]
@@ -61,6 +78,11 @@ pub fn step(s: &mut Session, p: &mut Pending) -> Step {
         Pending::Idle => {
             let buffered = s.input.buffered();
             let Some(end) = buffered.iter().position(|&b| b == b'\n') else {
+                if buffered.len() > SHORT_LINE && !multi_get(buffered) {
+                    // memcached 1.6: only a multi-get may be this long; anything else is no
+                    // client of ours, closed unanswered.
+                    return Step::Close;
+                }
                 if buffered.len() > MAX_LINE {
                     reply(s.out.tail(), "CLIENT_ERROR line is too long");
                     return Step::Close;
@@ -84,7 +106,70 @@ pub fn step(s: &mut Session, p: &mut Pending) -> Step {
                 Step::NeedInput
             }
         },
+        Pending::Auth(mut token, want) => {
+            let take = s.input.buffered().len().min(want - token.len());
+            token.extend_from_slice(&s.input.buffered()[..take]);
+            s.input.consume(take);
+            if token.len() < want {
+                *p = Pending::Auth(token, want);
+                return Step::NeedInput;
+            }
+            check_credentials(s, &token)
+        }
     }
+}
+
+/// `set <any key> <flags> <exptime> <bytes>` from a connection that must authenticate (`-Y`):
+/// its data is read as credentials.
+fn authenticate(s: &mut Session, p: &mut Pending, end: usize) -> Step {
+    let line = &s.input.buffered()[..end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let (tokens, n) = tokenize(line);
+    let parsed = parse_store(&tokens[..n], OPERATION_SET);
+    s.input.consume(end + 1);
+    match parsed {
+        Ok(line) if line.bytes <= AUTH_MAX => {
+            *p = Pending::Auth(Vec::with_capacity(line.bytes + 2), line.bytes + 2);
+            Step::More
+        }
+        Ok(_) => {
+            reply(s.out.tail(), "CLIENT_ERROR bad authentication token format");
+            Step::Close
+        }
+        Err((text, quiet)) => {
+            say(s.out.tail(), quiet, text);
+            Step::Done
+        }
+    }
+}
+
+/// A `-Y` authentication's data (`user password`, then `\r\n`): on success the connection is
+/// that user's, as after SASL (its bucket too), and memcached's answer is `STORED`.
+fn check_credentials(s: &mut Session, token: &[u8]) -> Step {
+    let out = s.out.tail();
+    let Some(token) = token.strip_suffix(b"\r\n") else {
+        reply(out, "CLIENT_ERROR bad data chunk");
+        return Step::Done;
+    };
+    let Some(space) = token.iter().position(|&b| b == b' ') else {
+        reply(out, "CLIENT_ERROR bad authentication token format");
+        return Step::Done;
+    };
+    let (user, password) = (&token[..space], token[space..].trim_ascii_start());
+    let peer = &s.peer;
+    peer.count(Stat::AuthCmds);
+    let users = peer.ctx.ascii_users.as_ref();
+    match users.and_then(|u| u.check(user, password)) {
+        Some((user, config)) => {
+            peer.authenticated(&user, config.as_deref());
+            reply(out, "STORED");
+        }
+        None => {
+            peer.count(Stat::AuthErrors);
+            reply(out, "CLIENT_ERROR authentication failure");
+        }
+    }
+    Step::Done
 }
 
 /// One command whose line (without its `\n`) is the first `end` buffered bytes.
@@ -101,7 +186,13 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         s.input.consume(end + 1);
         return Step::Done;
     };
-    if peer.needs_auth() && !matches!(verb, b"version" | b"quit") {
+    // `-Y`: a connection authenticates with a `set` whose data is `user password` before
+    // anything else, even version (as memcached 1.6); `-S` lets version and quit through.
+    let ascii_auth = peer.ctx.ascii_users.is_some() && !peer.conn.is_authenticated();
+    if ascii_auth && verb == b"set" {
+        return authenticate(s, p, end);
+    }
+    if ascii_auth || (peer.needs_auth() && !matches!(verb, b"version" | b"quit")) {
         reply(out, "CLIENT_ERROR unauthenticated");
         s.input.consume(end + 1);
         return Step::Done;
@@ -115,6 +206,9 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         b"cas" => Some(OPERATION_CAS),
         _ => None,
     };
+    if matches!(verb, b"mg" | b"ms" | b"md" | b"ma" | b"mn" | b"me") {
+        peer.count(Stat::CmdMeta);
+    }
     if storage.is_some() || verb == b"ms" {
         return allocate(s, p, end, storage);
     }
@@ -149,8 +243,8 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         return finish(s, mark, end, flow);
     }
     let gat = match (verb, tokens) {
-        (b"gat" | b"gats", [_, exptime, ..]) => match number::<libc::time_t>(exptime) {
-            Some(t) => Some(meta::wire_exptime(t)),
+        (b"gat" | b"gats", [_, exptime, ..]) => match c_i32(exptime) {
+            Some(t) => Some(meta::wire_exptime(t.into())),
             None => {
                 reply(out, "CLIENT_ERROR invalid exptime argument");
                 s.input.consume(end + 1);
@@ -173,9 +267,12 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
             .split(|&b| b == b' ')
             .filter(|t| !t.is_empty())
             .skip(skip);
-        if (gat.is_none() && keys.clone().next().is_none())
-            || keys.clone().any(|k| k.len() > KEY_MAX)
-        {
+        if gat.is_none() && keys.clone().next().is_none() {
+            reply(out, "ERROR");
+            s.input.consume(end + 1);
+            return Step::Done;
+        }
+        if keys.clone().any(|k| k.len() > KEY_MAX) {
             reply(out, BAD_FORMAT);
             s.input.consume(end + 1);
             return Step::Done;
@@ -189,26 +286,23 @@ fn command(s: &mut Session, p: &mut Pending, end: usize) -> Step {
         b"decr" => arithmetic(peer, tokens, out, false),
         b"touch" => touch(peer, tokens, out, &mut s.scratch),
         b"flush_all" => flush_all(peer, tokens, out),
-        // version, quit and stats take no noreply, and version and quit no arguments.
-        b"version" | b"quit" | b"stats" if noreply(tokens) => {
-            reply(out, "ERROR");
-            Flow::Continue
-        }
-        b"version" | b"quit" if tokens.len() > 1 => {
-            reply(out, "ERROR");
-            Flow::Continue
-        }
+        // memcached ignores what follows version and quit.
         b"version" => {
-            reply(out, &format!("VERSION {}", VERSION));
+            reply(out, &format!("VERSION {MEMCACHED_VERSION}"));
             Flow::Continue
         }
         b"stats" => stats(peer, tokens, out),
         b"verbosity" => verbosity(tokens, out),
         b"quit" => Flow::Close,
-        b"mn" if tokens.len() == 1 => {
+        b"mn" => {
             reply(out, "MN");
             Flow::Continue
         }
+        b"shutdown" => shutdown(peer, tokens, out),
+        b"cache_memlimit" => cache_memlimit(peer, tokens, out),
+        // A request that looks like HTTP is no memcached client: closed unanswered, as
+        // memcached 1.6 does.
+        _ if tokens.last().is_some_and(|t| t.starts_with(b"HTTP/")) => Flow::Close,
         _ => {
             reply(out, "ERROR");
             Flow::Continue
@@ -293,6 +387,9 @@ fn get(
             };
             return Step::More;
         }
+        if touch.is_some() {
+            peer.count(Stat::CmdTouch);
+        }
         let found = match touch {
             None => peer
                 .retry(|| engine.get(&peer.cookie, key, 0))
@@ -321,8 +418,7 @@ fn get(
             }
             Ok(item) => item,
             Err(ENGINE_KEY_ENOENT) => {
-                peer.count(Stat::CmdGet);
-                peer.count(Stat::GetMisses);
+                peer.fetched_classic(key, false);
                 next += skip + key.len();
                 continue;
             }
@@ -333,7 +429,6 @@ fn get(
                 return Step::Done;
             }
         };
-        peer.count(Stat::CmdGet);
         let value = match item {
             Held::Item(item) => match Value::of(item) {
                 Some(value) => Ok(value),
@@ -345,7 +440,7 @@ fn get(
             },
             Held::Copied(hit) => Err(hit),
         };
-        peer.count(Stat::GetHits);
+        peer.fetched_classic(key, true);
         let (flags, nbytes, cas) = match &value {
             Ok(value) => {
                 let info = value.info();
@@ -391,32 +486,40 @@ struct StoreLine {
     meta: Option<Box<[u8]>>,
 }
 
-fn parse_store(tokens: &[&[u8]], op: StoreOp) -> Result<StoreLine, &'static str> {
+/// A storage command line, as memcached 1.6 reads it: 5 tokens (6 for `cas`) and an optional
+/// last one (`noreply` silences every complaint after the count; another is ignored). Numbers
+/// are C's (`text::c_*`): flags and the length in 32 bits, the length at most 2^31 - 3. A
+/// complaint is its line and whether `noreply` silences it.
+fn parse_store(tokens: &[&[u8]], op: StoreOp) -> Result<StoreLine, (&'static str, bool)> {
     let base = if op == OPERATION_CAS { 6 } else { 5 };
     if tokens.len() != base && tokens.len() != base + 1 {
-        return Err("ERROR");
+        return Err(("ERROR", false));
     }
+    let quiet = noreply(tokens);
+    let bad = (BAD_FORMAT, quiet);
     if tokens[1].len() > KEY_MAX {
-        return Err(BAD_FORMAT);
+        return Err(bad);
     }
-    let (Some(flags), Some(exptime), Some(bytes)) = (
-        number::<u32>(tokens[2]),
-        number::<libc::time_t>(tokens[3]),
-        number::<i32>(tokens[4]).and_then(|b| usize::try_from(b).ok()),
-    ) else {
-        return Err(BAD_FORMAT);
+    let (Some(flags), Some(exptime), Some(bytes)) =
+        (c_u32(tokens[2]), c_i32(tokens[3]), c_i32(tokens[4]))
+    else {
+        return Err(bad);
     };
-    let cas = if op == OPERATION_CAS {
-        number::<u64>(tokens[5]).ok_or(BAD_FORMAT)?
-    } else {
-        0
+    let cas = match op {
+        OPERATION_CAS => c_u64(tokens[5]).ok_or(bad)?,
+        _ => 0,
     };
+    // The data and its `\r\n` must fit in a C int.
+    let bytes = usize::try_from(bytes)
+        .ok()
+        .filter(|&b| b <= i32::MAX as usize - 2)
+        .ok_or(bad)?;
     Ok(StoreLine {
         flags,
-        exptime,
+        exptime: libc::time_t::from(exptime),
         bytes,
         cas,
-        quiet: tokens.len() == base + 1 && noreply(tokens),
+        quiet,
         meta: None,
     })
 }
@@ -444,8 +547,9 @@ fn parse_meta_store<'a>(
         // memcached drops no data after this one: it is read as commands.
         return Err(("CLIENT_ERROR options flags too long", 0));
     }
-    let bytes = number::<i32>(len)
+    let bytes = c_i32(len)
         .and_then(|b| usize::try_from(b).ok())
+        .filter(|&b| b <= i32::MAX as usize - 2)
         .ok_or((BAD_FORMAT, 0))?;
     let r = meta::parse(&meta::MS, key, flags).map_err(|e| (e, bytes + 2))?;
     let set = meta::set_line(&r).map_err(|e| (e, bytes + 2))?;
@@ -472,13 +576,15 @@ fn allocate(s: &mut Session, p: &mut Pending, end: usize, op: Option<StoreOp>) -
     let parsed = match op {
         Some(op) => parse_store(tokens, op)
             .map(|l| (l, op, tokens[1].into()))
-            .map_err(|e| (e, 0)),
-        None => parse_meta_store(line, tokens),
+            .map_err(|(text, quiet)| ((!quiet).then_some(text), 0)),
+        None => parse_meta_store(line, tokens).map_err(|(text, swallow)| (Some(text), swallow)),
     };
     let (line, op, key) = match parsed {
         Ok(parsed) => parsed,
         Err((text, swallow)) => {
-            reply(s.out.tail(), text);
+            if let Some(text) = text {
+                reply(s.out.tail(), text);
+            }
             s.input.consume(end + 1);
             if swallow == 0 {
                 return Step::Done;
@@ -494,7 +600,10 @@ fn allocate(s: &mut Session, p: &mut Pending, end: usize, op: Option<StoreOp>) -
         peer.take_parked();
         return Step::Parked;
     }
-    peer.count(Stat::CmdSet);
+    peer.storing(&key, &allocated, line.meta.is_some() || op == OPERATION_SET);
+    if line.meta.is_none() {
+        peer.detail(&key, Op::Set);
+    }
     s.input.consume(end + 1);
     let mut item = match allocated {
         Ok(item) => item,
@@ -621,26 +730,29 @@ fn store_invalid(
     Some(meta::store_invalid(peer, scratch, &r.key, &set, &value))
 }
 
+/// `delete <key> [0] [noreply]`, as memcached 1.6 reads it: the legacy time must be 0, and
+/// with `noreply` nothing is said, not even a complaint.
 fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
-    let quiet = noreply(tokens);
-    let args = tokens.len() - usize::from(quiet);
-    // `delete <key> [0] [noreply]`: a time other than 0 is no longer supported.
-    let valid = match args {
-        2 => true,
-        3 => tokens[2] == b"0",
-        _ => false,
+    if !(2..=4).contains(&tokens.len()) {
+        reply(out, "ERROR");
+        return Flow::Continue;
+    }
+    // A lone key is a key, even one spelled `noreply`.
+    let quiet = tokens.len() > 2 && noreply(tokens);
+    let zero = tokens.get(2) == Some(&&b"0"[..]);
+    let valid = match tokens.len() {
+        3 => zero || quiet,
+        4 => zero && quiet,
+        _ => true,
     };
     if !valid {
-        reply(
-            out,
-            "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
-        );
-        return Flow::Continue;
+        let usage = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
+        return say(out, quiet, usage);
     }
     if tokens[1].len() > KEY_MAX {
-        reply(out, BAD_FORMAT);
-        return Flow::Continue;
+        return say(out, quiet, BAD_FORMAT);
     }
+    peer.detail(tokens[1], Op::Delete);
     let engine = peer.engine();
     let mut cas = 0;
     let line = match peer.retry(|| ok(engine.remove(&peer.cookie, tokens[1], &mut cas, 0))) {
@@ -652,19 +764,18 @@ fn delete(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     say(out, quiet, line)
 }
 
+/// `incr|decr <key> <delta> [noreply]` (another fourth token is ignored, as memcached does).
 fn arithmetic(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, incr: bool) -> Flow {
-    let quiet = noreply(tokens);
-    if tokens.len() - usize::from(quiet) != 3 {
+    if !(3..=4).contains(&tokens.len()) {
         reply(out, "ERROR");
         return Flow::Continue;
     }
+    let quiet = noreply(tokens);
     if tokens[1].len() > KEY_MAX {
-        reply(out, BAD_FORMAT);
-        return Flow::Continue;
+        return say(out, quiet, BAD_FORMAT);
     }
-    let Some(delta) = number::<u64>(tokens[2]) else {
-        reply(out, "CLIENT_ERROR invalid numeric delta argument");
-        return Flow::Continue;
+    let Some(delta) = c_u64(tokens[2]) else {
+        return say(out, quiet, "CLIENT_ERROR invalid numeric delta argument");
     };
     let a = Arith {
         incr,
@@ -690,18 +801,23 @@ fn arithmetic(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, incr: bool) -> F
     }
 }
 
-/// `touch <key> <exptime> [noreply]`, as a binary TOUCH packet to the engine.
+/// `touch <key> <exptime> [noreply]` (another fourth token is ignored), as a binary TOUCH
+/// packet to the engine.
 fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Aligned) -> Flow {
-    let quiet = noreply(tokens);
-    if tokens.len() - usize::from(quiet) != 3 {
+    if !(3..=4).contains(&tokens.len()) {
         reply(out, "ERROR");
         return Flow::Continue;
     }
+    let quiet = noreply(tokens);
     let key = tokens[1];
-    let Some(exptime) = number::<u32>(tokens[2]).filter(|_| key.len() <= KEY_MAX) else {
-        reply(out, BAD_FORMAT);
-        return Flow::Continue;
+    if key.len() > KEY_MAX {
+        return say(out, quiet, BAD_FORMAT);
+    }
+    let Some(exptime) = c_i32(tokens[2]) else {
+        return say(out, quiet, "CLIENT_ERROR invalid exptime argument");
     };
+    let exptime = meta::wire_exptime(exptime.into());
+    peer.count(Stat::CmdTouch);
     let aligned = meta::touch_packet(scratch, PROTOCOL_BINARY_CMD_TOUCH, key, exptime);
     peer.open_sink(true, PROTOCOL_BINARY_CMD_TOUCH, 0);
     let engine = peer.engine();
@@ -721,38 +837,46 @@ fn touch(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>, scratch: &mut Aligned
     say(out, quiet, line)
 }
 
+/// `stats [group [args]]`, ended as memcached ends each group ([`stats::End`]).
 fn stats(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     let group = tokens.get(1).copied().unwrap_or_default();
+    let args = tokens.get(2..).unwrap_or_default();
     peer.open_sink(true, PROTOCOL_BINARY_CMD_STAT, 0);
-    let rc = peer.stats(group);
+    let end = stats::stats(peer, group, args);
     peer.take_sink(out);
-    match rc {
-        ENGINE_SUCCESS if group == b"reset" => reply(out, "RESET"),
-        ENGINE_SUCCESS => reply(out, "END"),
-        ENGINE_DISCONNECT => return Flow::Close,
-        ENGINE_KEY_ENOENT => reply(out, "ERROR"),
-        rc => reply(out, error_line(rc)),
+    match end {
+        End::List | End::Engine(ENGINE_SUCCESS) => reply(out, "END"),
+        End::Reset => reply(out, "RESET"),
+        End::Ok => reply(out, "OK"),
+        End::Bare | End::Engine(ENGINE_EWOULDBLOCK) => {}
+        End::Refused(line) => reply(out, line),
+        End::Engine(ENGINE_DISCONNECT) => return Flow::Close,
+        End::Engine(ENGINE_KEY_ENOENT) => reply(out, "ERROR"),
+        End::Engine(rc) => reply(out, error_line(rc)),
     }
     Flow::Continue
 }
 
+/// `flush_all [delay] [noreply]`: a delay that is not a number is refused, one of 0 or less
+/// flushes now (as memcached 1.6 reads them).
 fn flush_all(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
+    if tokens.len() > 3 {
+        reply(out, "ERROR");
+        return Flow::Continue;
+    }
     let quiet = noreply(tokens);
-    let when = match &tokens[1..tokens.len() - usize::from(quiet)] {
-        [] => 0,
-        [delay] => match number::<libc::time_t>(delay) {
-            Some(d) => d,
-            None => {
-                reply(out, BAD_FORMAT);
-                return Flow::Continue;
-            }
-        },
-        _ => {
-            reply(out, "ERROR");
-            return Flow::Continue;
+    let when = if tokens.len() == 1 + usize::from(quiet) {
+        0
+    } else {
+        match c_i32(tokens[1]) {
+            Some(delay) => libc::time_t::from(delay.max(0)),
+            None => return say(out, quiet, "CLIENT_ERROR invalid exptime argument"),
         }
     };
     peer.count(Stat::CmdFlush);
+    if !peer.ctx.options.flush_enabled {
+        return say(out, quiet, "CLIENT_ERROR flush_all not allowed");
+    }
     let engine = peer.engine();
     match peer.retry(|| ok(engine.flush(&peer.cookie, when))) {
         Ok(()) => say(out, quiet, "OK"),
@@ -761,24 +885,61 @@ fn flush_all(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
     }
 }
 
-fn verbosity(tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
-    // memcached: `verbosity [level] [noreply]`; with noreply nothing is said, even of a bad
-    // level; without it, the level is required.
-    let quiet = noreply(tokens);
-    let level = match tokens.len() - usize::from(quiet) {
-        2 => number::<u32>(tokens[1]),
-        1 if quiet => None,
-        _ => {
-            reply(out, "ERROR");
-            return Flow::Continue;
-        }
-    };
-    if let Some(level) = level {
-        set_log_level(level_of_verbosity(level));
+/// `shutdown [graceful]`, allowed by `-A`: the server stops as on SIGTERM (always gracefully:
+/// requests in flight are answered) and this connection closes unanswered.
+fn shutdown(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
+    if !peer.ctx.options.allow_shutdown {
+        reply(out, "ERROR: shutdown not enabled");
+        return Flow::Continue;
     }
-    match (level, quiet) {
-        (_, true) => Flow::Continue,
-        (Some(_), false) => say(out, false, "OK"),
-        (None, false) => say(out, false, "ERROR"),
+    match tokens {
+        [_] | [_, b"graceful"] => {
+            request_shutdown("the shutdown command");
+            Flow::Close
+        }
+        _ => {
+            reply(out, "CLIENT_ERROR invalid shutdown mode");
+            Flow::Continue
+        }
+    }
+}
+
+/// `cache_memlimit <megabytes> [noreply]`, checked as memcached 1.6 checks it. No engine here
+/// resizes its cache while it runs: a limit other than the engine's own gets memcached's
+/// answer for a limit it cannot set.
+fn cache_memlimit(peer: &Peer, tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
+    if !(2..=3).contains(&tokens.len()) {
+        reply(out, "ERROR");
+        return Flow::Continue;
+    }
+    let quiet = noreply(tokens);
+    let Some(megabytes) = c_u32(tokens[1]) else {
+        return say(out, quiet, "ERROR");
+    };
+    let line = if megabytes < 8 {
+        "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m"
+    } else if megabytes > 1_000_000_000 {
+        "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes"
+    } else if stats::engine_maxbytes(peer) == Some(u64::from(megabytes) << 20) {
+        "OK"
+    } else {
+        "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust"
+    };
+    say(out, quiet, line)
+}
+
+/// `verbosity <level> [noreply]` (another third token is ignored, as memcached does).
+fn verbosity(tokens: &[&[u8]], out: &mut Vec<u8>) -> Flow {
+    if !(2..=3).contains(&tokens.len()) {
+        reply(out, "ERROR");
+        return Flow::Continue;
+    }
+    let quiet = noreply(tokens);
+    match c_u32(tokens[1]) {
+        Some(level) => {
+            set_log_level(level_of_verbosity(level));
+            say(out, quiet, "OK")
+        }
+        None => say(out, quiet, BAD_FORMAT),
     }
 }

@@ -6,19 +6,21 @@
 //! commands answer only on error (gets: only on a hit). Opcodes the host does not handle go to
 //! the engine's `unknown_command`, answering through `ADD_RESPONSE`.
 //!
-//! A bad magic byte, a header whose extras and key do not fit its body, or a packet over
+//! A bad magic byte, a header whose extras and key do not fit its body, a request whose extras,
+//! key or value do not fit its opcode (a key over 250 bytes included), or a packet over
 //! `MAX_PACKET` ends the connection (after an error response where one can be framed), as
-//! memcached does: the stream cannot be trusted past them.
+//! memcached 1.6 does: the stream cannot be trusted past them.
 
 use crate::api::extension::log;
 use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;
-use crate::api::server_core::{to_rel_time, VERSION};
+use crate::api::server_core::{to_rel_time, MEMCACHED_VERSION};
 use crate::codec::{encode_head, encode_response, Response, HEADER, KEY_MAX};
-use crate::counters::Stat;
+use crate::counters::{Op, Stat};
 use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
 use crate::io::{Output, COPY_MAX};
 use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
+use crate::stats::{self, End};
 use mcb_abi::abi::*;
 
 /// Largest non-storage packet body read whole (bucket admin commands stop at 64 KiB; touch,
@@ -93,7 +95,7 @@ fn message(status: u16) -> &'static [u8] {
         PROTOCOL_BINARY_RESPONSE_NOT_STORED => b"Not stored.",
         PROTOCOL_BINARY_RESPONSE_DELTA_BADVAL => b"Non-numeric server-side value for incr or decr",
         PROTOCOL_BINARY_RESPONSE_NOT_MY_VBUCKET => b"I'm not responsible for this vbucket",
-        PROTOCOL_BINARY_RESPONSE_AUTH_ERROR => b"Auth failure",
+        PROTOCOL_BINARY_RESPONSE_AUTH_ERROR => b"Auth failure.",
         PROTOCOL_BINARY_RESPONSE_ERANGE => b"Out of range",
         PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND => b"Unknown command",
         PROTOCOL_BINARY_RESPONSE_ENOMEM => b"Out of memory",
@@ -111,6 +113,13 @@ fn status_reply(out: &mut Vec<u8>, h: &Header, status: u16) {
         message(status)
     };
     encode_response(out, &h.reply(status, 0), &[], &[], std::iter::once(text));
+}
+
+/// A request whose extras, key or value do not fit its opcode: EINVAL, and the connection is
+/// closed, as memcached 1.6 closes it (the stream cannot be trusted past it).
+fn malformed(out: &mut Vec<u8>, h: &Header) -> Flow {
+    status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
+    Flow::Close
 }
 
 /// Answers an engine code: an error's response, nothing for a quiet success, `Close` for
@@ -149,7 +158,7 @@ fn storage(opcode: u8) -> Option<(StoreOp, bool)> {
     })
 }
 
-/// Commands an unauthenticated connection may send when SASL is required.
+/// Commands an unauthenticated connection may send when SASL is required (memcached 1.6's).
 fn allowed_before_auth(opcode: u8) -> bool {
     matches!(
         opcode,
@@ -157,9 +166,6 @@ fn allowed_before_auth(opcode: u8) -> bool {
             | PROTOCOL_BINARY_CMD_SASL_AUTH
             | PROTOCOL_BINARY_CMD_SASL_STEP
             | PROTOCOL_BINARY_CMD_VERSION
-            | PROTOCOL_BINARY_CMD_NOOP
-            | PROTOCOL_BINARY_CMD_QUIT
-            | PROTOCOL_BINARY_CMD_QUITQ
     )
 }
 
@@ -224,7 +230,8 @@ fn request(s: &mut Session, p: &mut Pending) -> Step {
         status_reply(s.out.tail(), &h, PROTOCOL_BINARY_RESPONSE_EINVAL);
         return Step::Close;
     }
-    // memcached refuses a key over 250 bytes on any opcode, and skips the body.
+    // memcached 1.6 refuses a key over 250 bytes on any opcode, and a command before
+    // authenticating, and closes the connection.
     let refused = if h.keylen > KEY_MAX {
         Some(PROTOCOL_BINARY_RESPONSE_EINVAL)
     } else if s.peer.needs_auth() && !allowed_before_auth(h.opcode) {
@@ -234,9 +241,7 @@ fn request(s: &mut Session, p: &mut Pending) -> Step {
     };
     if let Some(status) = refused {
         status_reply(s.out.tail(), &h, status);
-        s.input.consume(HEADER);
-        *p = Pending::Swallow(h.bodylen);
-        return Step::More;
+        return Step::Close;
     }
     if let Some((op, quiet)) = storage(h.opcode) {
         return allocate(s, p, &h, op, quiet);
@@ -272,10 +277,8 @@ fn allocate(s: &mut Session, p: &mut Pending, h: &Header, op: StoreOp, quiet: bo
     };
     let len = h.bodylen - h.extlen - h.keylen;
     if h.extlen != want_extras || h.keylen == 0 {
-        status_reply(s.out.tail(), h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        s.input.consume(HEADER);
-        *p = Pending::Swallow(h.bodylen);
-        return Step::More;
+        malformed(s.out.tail(), h);
+        return Step::Close;
     }
     let head = HEADER + h.extlen + h.keylen;
     let packet = s.input.buffered();
@@ -299,7 +302,9 @@ fn allocate(s: &mut Session, p: &mut Pending, h: &Header, op: StoreOp, quiet: bo
         peer.take_parked();
         return Step::Parked;
     }
-    peer.count(Stat::CmdSet);
+    // As memcached: a SET (quiet or not) that cannot be stored takes the old value away.
+    peer.storing(key, &allocated, op == OPERATION_SET);
+    peer.detail(key, Op::Set);
     s.input.consume(head);
     let mut item = match allocated {
         Ok(item) => item,
@@ -405,6 +410,18 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
         return get(peer, &req, output);
     }
     let out = output.tail();
+    let bare = req.extras.is_empty() && req.key.is_empty() && req.value.is_empty();
+    if !bare
+        && matches!(
+            h.opcode,
+            PROTOCOL_BINARY_CMD_NOOP
+                | PROTOCOL_BINARY_CMD_VERSION
+                | PROTOCOL_BINARY_CMD_QUIT
+                | PROTOCOL_BINARY_CMD_QUITQ
+        )
+    {
+        return malformed(out, h);
+    }
     match h.opcode {
         PROTOCOL_BINARY_CMD_DELETE => delete(peer, &req, out, false),
         PROTOCOL_BINARY_CMD_DELETEQ => delete(peer, &req, out, true),
@@ -421,7 +438,7 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
         PROTOCOL_BINARY_CMD_QUITQ => Flow::Close,
         PROTOCOL_BINARY_CMD_NOOP => answer(out, h, ENGINE_SUCCESS, 0, false),
         PROTOCOL_BINARY_CMD_VERSION => {
-            let version = VERSION.as_bytes();
+            let version = MEMCACHED_VERSION.as_bytes();
             encode_response(out, &h.reply(0, 0), &[], &[], std::iter::once(version));
             Flow::Continue
         }
@@ -455,19 +472,17 @@ fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
     );
     let out = output.tail();
     if !req.extras.is_empty() || req.key.is_empty() || !req.value.is_empty() {
-        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        return Flow::Continue;
+        return malformed(out, h);
     }
     let engine = peer.engine();
     let key: &[u8] = if with_key { req.key } else { &[] };
     match peer.retry(|| engine.get(&peer.cookie, req.key, h.vbucket)) {
         Ok(item) => {
-            peer.count(Stat::CmdGet);
             let Some(value) = Value::of(item) else {
                 status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
                 return Flow::Continue;
             };
-            peer.count(Stat::GetHits);
+            peer.fetched_classic(req.key, true);
             let info = value.info();
             let flags = info.flags().to_ne_bytes();
             let reply = h.reply(0, info.cas());
@@ -480,8 +495,7 @@ fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
             Flow::Continue
         }
         Err(ENGINE_KEY_ENOENT) => {
-            peer.count(Stat::CmdGet);
-            peer.count(Stat::GetMisses);
+            peer.fetched_classic(req.key, false);
             if !quiet {
                 let status = PROTOCOL_BINARY_RESPONSE_KEY_ENOENT;
                 let text = if with_key { &b""[..] } else { message(status) };
@@ -496,9 +510,9 @@ fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
 fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow {
     let h = &req.h;
     if !req.extras.is_empty() || req.key.is_empty() || !req.value.is_empty() {
-        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        return Flow::Continue;
+        return malformed(out, h);
     }
+    peer.detail(req.key, Op::Delete);
     let engine = peer.engine();
     let mut cas = h.cas;
     let rc = peer.retry(|| ok(engine.remove(&peer.cookie, req.key, &mut cas, h.vbucket)));
@@ -509,8 +523,7 @@ fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, qui
     let h = &req.h;
     let e = req.extras;
     if e.len() != 20 || req.key.is_empty() || !req.value.is_empty() {
-        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        return Flow::Continue;
+        return malformed(out, h);
     }
     let be64 = |b: &[u8]| u64::from_be_bytes(b.try_into().expect("8 bytes"));
     let expiration = u32::from_be_bytes(e[16..20].try_into().expect("4 bytes"));
@@ -519,7 +532,7 @@ fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, qui
         create: expiration != u32::MAX,
         delta: be64(&e[0..8]),
         initial: be64(&e[8..16]),
-        exptime: to_rel_time(libc::time_t::from(expiration)),
+        exptime: expiration,
     };
     let engine = peer.engine();
     let (mut cas, mut result) = (0, 0);
@@ -547,36 +560,48 @@ fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow
         [] => 0,
         [a, b, c, d] => libc::time_t::from(u32::from_be_bytes([*a, *b, *c, *d])),
         _ => {
-            status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-            return Flow::Continue;
+            return malformed(out, h);
         }
     };
     peer.count(Stat::CmdFlush);
+    if !peer.ctx.options.flush_enabled {
+        // `-F`: memcached 1.6 answers a binary flush so.
+        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
+        return Flow::Continue;
+    }
     let engine = peer.engine();
     let rc = peer.retry(|| ok(engine.flush(&peer.cookie, when)));
     answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), 0, quiet)
 }
 
+/// STAT: the key names the group and its arguments (`detail dump`), as in ASCII.
 fn stat(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
     let h = &req.h;
+    let mut words = req.key.split(|&b| b == b' ').filter(|w| !w.is_empty());
+    let group = words.next().unwrap_or_default();
+    let args: Vec<&[u8]> = words.collect();
     peer.open_sink(false, h.opcode, h.opaque);
-    let rc = peer.stats(req.key);
+    let end = stats::stats(peer, group, &args);
     peer.take_sink(out);
-    match rc {
-        ENGINE_SUCCESS => {
+    match end {
+        End::Engine(ENGINE_EWOULDBLOCK) => Flow::Continue,
+        End::Engine(rc) if rc != ENGINE_SUCCESS => answer(out, h, rc, 0, false),
+        End::Refused(_) => {
+            status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
+            Flow::Continue
+        }
+        _ => {
             // The empty key ends the stream.
             encode_response(out, &h.reply(0, 0), &[], &[], std::iter::empty());
             Flow::Continue
         }
-        rc => answer(out, h, rc, 0, false),
     }
 }
 
 fn verbosity(req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
     let h = &req.h;
     let Ok(level) = <[u8; 4]>::try_from(req.extras) else {
-        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINVAL);
-        return Flow::Continue;
+        return malformed(out, h);
     };
     set_log_level(level_of_verbosity(u32::from_be_bytes(level)));
     answer(out, h, ENGINE_SUCCESS, 0, false)
@@ -611,6 +636,12 @@ fn sasl_failed(peer: &Peer, out: &mut Vec<u8>, h: &Header) {
 /// Hands the whole packet to the engine (in the session's aligned scratch buffer).
 fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, scratch: &mut Aligned) -> Flow {
     let h = &req.h;
+    if matches!(
+        h.opcode,
+        PROTOCOL_BINARY_CMD_TOUCH | PROTOCOL_BINARY_CMD_GAT | PROTOCOL_BINARY_CMD_GATQ
+    ) {
+        peer.count(Stat::CmdTouch);
+    }
     let packet = scratch.fill(&[req.packet]);
     peer.open_sink(false, h.opcode, h.opaque);
     let engine = peer.engine();

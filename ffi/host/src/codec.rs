@@ -64,14 +64,17 @@ pub struct Sink {
     pub ascii: bool,
     /// The status of the last `ADD_RESPONSE` (what ASCII `touch` reports).
     pub status: Option<u16>,
-    /// Statistics the host already gave in this answer: the engine's of the same name are
-    /// dropped, so no name appears twice.
-    pub skip: Vec<&'static str>,
+    /// While set, statistics are collected here instead of encoded: the host reads the
+    /// engine's before it answers in memcached's shape.
+    pub capture: Option<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
-/// Encodes one statistic for the sink's protocol.
+/// Encodes one statistic for the sink's protocol (or captures it).
 pub fn push_stat(sink: &mut Sink, key: &[u8], val: &[u8]) {
-    if sink.skip.iter().any(|s| s.as_bytes() == key) {
+    if let Some(captured) = &mut sink.capture {
+        if !key.is_empty() {
+            captured.push((key.to_vec(), val.to_vec()));
+        }
         return;
     }
     if sink.ascii {

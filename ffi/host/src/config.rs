@@ -115,41 +115,52 @@ fn token(text: &[u8], pos: &mut usize, stop: u8, limit: usize) -> Option<Vec<u8>
     Some(out)
 }
 
+/// A key and its value, unescaped.
+type Pair = (Vec<u8>, Vec<u8>);
+
+/// The next `key=value` pair from `*pos` (after its `;`), `Ok(None)` at the end, or the
+/// complaint that stops parsing.
+fn next_pair(text: &[u8], pos: &mut usize) -> Result<Option<Pair>, String> {
+    while *pos < text.len() && text[*pos].is_ascii_whitespace() {
+        *pos += 1;
+    }
+    if *pos == text.len() {
+        return Ok(None);
+    }
+    let Some(key) = token(text, pos, b'=', MAX_KEY) else {
+        return Err(format!(
+            "ERROR: Invalid key, starting at: <{}>",
+            show(&text[*pos..])
+        ));
+    };
+    if text.get(*pos) != Some(&b'=') {
+        return Err(format!("ERROR: Missing '=' after key: <{}>", show(&key)));
+    }
+    *pos += 1;
+    let Some(value) = token(text, pos, b';', MAX_VALUE) else {
+        return Err(format!(
+            "ERROR: Invalid value, starting at: <{}>",
+            show(&text[*pos..])
+        ));
+    };
+    if text.get(*pos) == Some(&b';') {
+        *pos += 1;
+    }
+    Ok(Some((key, value)))
+}
+
 fn parse(text: &[u8], table: &mut Table, complain: &Complaints, depth: usize) -> c_int {
     let mut ret = 0;
     let mut pos = 0;
     loop {
-        while pos < text.len() && text[pos].is_ascii_whitespace() {
-            pos += 1;
-        }
-        if pos == text.len() {
-            return ret;
-        }
-        let Some(key) = token(text, &mut pos, b'=', MAX_KEY) else {
-            complain.say(format_args!(
-                "ERROR: Invalid key, starting at: <{}>",
-                show(&text[pos..])
-            ));
-            return -1;
+        let (key, value) = match next_pair(text, &mut pos) {
+            Ok(Some(pair)) => pair,
+            Ok(None) => return ret,
+            Err(why) => {
+                complain.say(format_args!("{why}"));
+                return -1;
+            }
         };
-        if text.get(pos) != Some(&b'=') {
-            complain.say(format_args!(
-                "ERROR: Missing '=' after key: <{}>",
-                show(&key)
-            ));
-            return -1;
-        }
-        pos += 1;
-        let Some(value) = token(text, &mut pos, b';', MAX_VALUE) else {
-            complain.say(format_args!(
-                "ERROR: Invalid value, starting at: <{}>",
-                show(&text[pos..])
-            ));
-            return -1;
-        };
-        if text.get(pos) == Some(&b';') {
-            pos += 1;
-        }
         let Some(item) = table.find(&key) else {
             complain.say(format_args!("Unsupported key: <{}>", show(&key)));
             ret = 1;
@@ -299,6 +310,141 @@ fn read_file(path: &[u8], table: &mut Table, complain: &Complaints, depth: usize
 /// Bytes for a message.
 fn show(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(bytes)
+}
+
+/// A configuration's `key=value` pairs, as `parse_config` reads them (values unescaped;
+/// `config_file` items are pairs like any other).
+pub fn pairs(text: &str) -> Result<Vec<(String, String)>, String> {
+    let (text, mut pos, mut out) = (text.as_bytes(), 0, Vec::new());
+    while let Some((key, value)) = next_pair(text, &mut pos)? {
+        let utf8 = |b: Vec<u8>| String::from_utf8(b).map_err(|_| "a configuration is UTF-8");
+        out.push((utf8(key)?, utf8(value)?));
+    }
+    Ok(out)
+}
+
+/// Pairs as a configuration `parse_config` reads back: `;`, `=` and `\` in keys and values
+/// escaped.
+pub fn join<K: AsRef<str>, V: AsRef<str>>(pairs: &[(K, V)]) -> String {
+    let mut text = String::new();
+    for (key, value) in pairs {
+        for (part, end) in [(key.as_ref(), '='), (value.as_ref(), ';')] {
+            for c in part.chars() {
+                if matches!(c, ';' | '=' | '\\') {
+                    text.push('\\');
+                }
+                text.push(c);
+            }
+            text.push(end);
+        }
+    }
+    text
+}
+
+/// The bucket engine's key holding the configuration of its default bucket (and of the buckets
+/// it creates on connect).
+const DEFAULT_BUCKET_CONFIG: &str = "default_bucket_config";
+
+/// The configuration to initialize the engine with: `config` (`-e`, or the default) with the
+/// engine keys the command line gave in memcached's spelling (`-m` as `cache_size`, ...) added:
+/// into the bucket engine's `default_bucket_config` when `config` is the bucket engine's (it
+/// names an `engine=`), else into `config` itself, as memcached's engine branch hands them to
+/// its engine. A key given both ways is an error (which one was meant cannot be told).
+pub fn engine_config(
+    config: Option<&str>,
+    settings: &[(&'static str, String)],
+) -> Result<Option<String>, String> {
+    if settings.is_empty() {
+        return Ok(config.map(str::to_owned));
+    }
+    let mut outer = pairs(config.unwrap_or(""))?;
+    let bucket_engine = outer.iter().any(|(k, _)| k == "engine");
+    let inner = if bucket_engine {
+        let at = match outer.iter().position(|(k, _)| k == DEFAULT_BUCKET_CONFIG) {
+            Some(at) => at,
+            None => {
+                outer.push((DEFAULT_BUCKET_CONFIG.to_owned(), String::new()));
+                outer.len() - 1
+            }
+        };
+        Some((at, pairs(&outer[at].1)?))
+    } else {
+        None
+    };
+    let mut target = match &inner {
+        Some((_, pairs)) => pairs.clone(),
+        None => outer.clone(),
+    };
+    for (key, value) in settings {
+        if let Some((_, given)) = target.iter().find(|(k, _)| k == key) {
+            let option = crate::options::engine_option(key);
+            return Err(format!(
+                "the engine's {key} is given twice: by {option} ({value}) and in the engine \
+                 configuration ({key}={given}); give it once"
+            ));
+        }
+        target.push(((*key).to_owned(), value.clone()));
+    }
+    Ok(Some(match inner {
+        Some((at, _)) => {
+            outer[at].1 = join(&target);
+            join(&outer)
+        }
+        None => join(&target),
+    }))
+}
+
+#[cfg(test)]
+mod engine_config_tests {
+    use super::{engine_config, join, pairs};
+
+    #[test]
+    fn pairs_and_join_round_trip() {
+        let text = r"engine=builtin;default_bucket_config=cache_size\=1m\;use_cas\=false; a = b ;";
+        let p = pairs(text).unwrap();
+        assert_eq!(
+            p,
+            [
+                ("engine".into(), "builtin".into()),
+                (
+                    "default_bucket_config".into(),
+                    "cache_size=1m;use_cas=false".into()
+                ),
+                ("a".into(), "b".into())
+            ]
+        );
+        assert_eq!(pairs(&join(&p)).unwrap(), p);
+        assert!(pairs("novalue").is_err());
+    }
+
+    #[test]
+    fn memcached_options_go_to_the_default_bucket_or_the_engine() {
+        let m = [("cache_size", "67108864".to_owned())];
+        let bucket = engine_config(Some("engine=builtin;default=true"), &m).unwrap();
+        let p = pairs(bucket.as_deref().unwrap()).unwrap();
+        assert_eq!(p[2].0, "default_bucket_config");
+        assert_eq!(
+            pairs(&p[2].1).unwrap(),
+            [("cache_size".into(), "67108864".into())]
+        );
+        let direct = engine_config(Some("verbose=true"), &m).unwrap();
+        assert_eq!(direct.as_deref(), Some("verbose=true;cache_size=67108864;"));
+        assert_eq!(
+            engine_config(None, &m).unwrap().as_deref(),
+            Some("cache_size=67108864;")
+        );
+        assert_eq!(
+            engine_config(Some("x=1"), &[]).unwrap().as_deref(),
+            Some("x=1")
+        );
+        // Both ways: an error naming both.
+        let twice = engine_config(
+            Some(r"engine=builtin;default_bucket_config=cache_size\=1m"),
+            &m,
+        );
+        assert!(twice.unwrap_err().contains("-m (67108864)"));
+        assert!(engine_config(Some("cache_size=1m"), &m).is_err());
+    }
 }
 
 #[cfg(test)]

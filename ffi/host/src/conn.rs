@@ -34,10 +34,63 @@ impl Cookie {
     }
 }
 
+/// Where a connection is, as `stats conns` names it (memcached's state names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum State {
+    /// Between requests, waiting for the next.
+    Waiting,
+    /// Running a command (or waiting for the engine to complete one).
+    ParseCmd,
+    /// A value arriving.
+    Nread,
+    /// Data to drop arriving.
+    Swallow,
+    /// Output waiting for the socket.
+    Mwrite,
+    Closing,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Waiting => "conn_waiting",
+            State::ParseCmd => "conn_parse_cmd",
+            State::Nread => "conn_nread",
+            State::Swallow => "conn_swallow",
+            State::Mwrite => "conn_mwrite",
+            State::Closing => "conn_closing",
+        }
+    }
+
+    fn from_u8(v: u8) -> State {
+        [
+            State::Waiting,
+            State::ParseCmd,
+            State::Nread,
+            State::Swallow,
+            State::Mwrite,
+            State::Closing,
+        ]
+        .get(usize::from(v))
+        .copied()
+        .unwrap_or(State::Closing)
+    }
+}
+
 /// One client connection.
 #[derive(Debug)]
 pub struct Conn {
     fd: c_int,
+    /// The peer's and the listening socket's addresses, as `stats conns` shows them
+    /// (`tcp:127.0.0.1:5000`, `unix:/path`).
+    pub addr: String,
+    pub listen_addr: String,
+    /// A [`State`], and the server time (seconds) of the last request answered: written by the
+    /// connection's worker, read by `stats conns` on any worker. Relaxed: a report, which no
+    /// one synchronises on.
+    state: std::sync::atomic::AtomicU8,
+    last_cmd: std::sync::atomic::AtomicU64,
     engine_specific: AtomicPtr<c_void>,
     auth: Mutex<Auth>,
     /// The status of a `notify_io_complete` not yet consumed by [`Conn::take_io`].
@@ -97,9 +150,13 @@ pub struct Wake {
 }
 
 impl Conn {
-    pub fn new(fd: c_int, wake: Wake) -> Arc<Conn> {
+    pub fn new(fd: c_int, wake: Wake, addr: String, listen_addr: String) -> Arc<Conn> {
         Arc::new(Conn {
             fd,
+            addr,
+            listen_addr,
+            state: std::sync::atomic::AtomicU8::new(State::Waiting as u8),
+            last_cmd: std::sync::atomic::AtomicU64::new(0),
             engine_specific: AtomicPtr::new(std::ptr::null_mut()),
             auth: Mutex::default(),
             io: Mutex::new(None),
@@ -107,6 +164,34 @@ impl Conn {
             reserved: AtomicUsize::new(0),
             sink: Mutex::default(),
         })
+    }
+
+    /// The socket's descriptor (what `stats conns` numbers connections by).
+    pub fn fd(&self) -> c_int {
+        self.fd
+    }
+
+    /// Records where the connection is (see [`State`]).
+    pub fn set_state(&self, state: State) {
+        // Relaxed: see the field.
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    pub fn state(&self) -> State {
+        // Relaxed: see the field.
+        State::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
+    /// Records that a request was answered at server time `secs`.
+    pub fn answered_at(&self, secs: u64) {
+        // Relaxed: see the field.
+        self.last_cmd.store(secs, Ordering::Relaxed);
+    }
+
+    /// The server time of the last request answered.
+    pub fn last_answered(&self) -> u64 {
+        // Relaxed: see the field.
+        self.last_cmd.load(Ordering::Relaxed)
     }
 
     /// The cookie engines get for this connection, holding a reference to it.

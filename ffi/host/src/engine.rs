@@ -301,7 +301,10 @@ pub struct Arith {
     pub create: bool,
     pub delta: u64,
     pub initial: u64,
-    pub exptime: rel_time_t,
+    /// The created item's expiration time as the client sent it, not converted: memcached
+    /// hands `arithmetic` the request's field as it is and the engine converts it (its
+    /// default engine calls `realtime`), unlike `allocate`'s, which the host converts.
+    pub exptime: u32,
 }
 
 impl Engine {

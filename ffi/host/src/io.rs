@@ -25,9 +25,14 @@ pub struct Input {
     buf: Vec<u8>,
     start: usize,
     end: usize,
-    /// The last read returned less than it had room for: the socket was empty then, and
-    /// (edge-triggered) the next byte to arrive brings a new event.
+    /// The last read returned less than it had room for and no readable event came since:
+    /// the socket had no more bytes then, and (edge-triggered) the next byte to arrive brings
+    /// a new event.
     drained: bool,
+    /// An event said the peer ended its stream: reads go on until they return 0, whatever a
+    /// short read suggests (the end may be queued behind the bytes it returned, with no event
+    /// to come for it).
+    read_closed: bool,
 }
 
 impl Input {
@@ -56,16 +61,25 @@ impl Input {
         n - have
     }
 
-    /// Whether the socket had nothing more at the last read (and was not read since a step
-    /// consumed what it brought): reading again would only say it would block.
+    /// Whether the socket had nothing more at the last read, no event came since and the peer
+    /// has not ended its stream: reading again would only say it would block. A short read is
+    /// not an empty socket by itself: the peer's end of stream can be queued behind it.
     pub fn take_drained(&mut self) -> bool {
-        std::mem::take(&mut self.drained)
+        std::mem::take(&mut self.drained) && !self.read_closed
+    }
+
+    /// A readable event came (`read_closed`: it says the peer ended its stream): bytes may have
+    /// arrived since the last read.
+    pub fn readable(&mut self, read_closed: bool) {
+        self.drained = false;
+        self.read_closed |= read_closed;
     }
 
     /// Gives the buffer back if nothing is buffered (an idle connection).
     pub fn release_if_empty(&mut self) {
         if self.start == self.end {
-            *self = Input::default();
+            self.buf = Vec::new();
+            (self.start, self.end) = (0, 0);
         }
     }
 

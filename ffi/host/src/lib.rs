@@ -9,12 +9,15 @@
 //! built with it ([`options::DEFAULT_ENGINE`]).
 //!
 //! Layers, each module (and folder) using only those before it (`tests/module_graph.rs` checks
-//! it): `options`, `config`, `sasl`, [`counters`], [`codec`] (how answers are encoded); the
-//! [`api`] tables and [`conn`] (the cookie table and the cookies engine calls take), then
-//! [`server_handle`] (the handle pointing at them); [`engine`]; `io` (buffers, streaming held
-//! values); [`session`] (what a protocol handler holds); `text` (the ASCII lines both command
-//! sets share) and [`meta`] (memcached 1.6's meta commands); [`binary`] and [`ascii`];
-//! [`worker`] (the event loops); [`server`].
+//! that no import cycle exists): [`options`] (memcached 1.6's command line, its `-o` keys in
+//! `options::extended`), [`config`] (`parse_config`, and the engine configuration the command
+//! line composes), [`process`] (privileges, daemon, pid file, limits), `sasl` (SASL and `-Y`
+//! passwords), [`counters`], [`codec`] (how answers are encoded); the `api` tables and
+//! [`conn`] (the cookie table and the cookies engine calls take), then [`server_handle`] (the
+//! handle pointing at them); [`engine`]; `io` (buffers, streaming held values); [`session`]
+//! (what a protocol handler holds); `text` (the ASCII lines and numbers both command sets
+//! share); [`stats`] (the stats groups in memcached's shape); [`meta`] (memcached 1.6's meta
+//! commands); [`binary`] and [`ascii`]; [`worker`] (the event loops); [`server`].
 
 pub mod api;
 pub mod ascii;
@@ -27,9 +30,11 @@ pub mod engine;
 pub mod io;
 pub mod meta;
 pub mod options;
+pub mod process;
 pub mod sasl;
 pub mod server;
 pub mod server_handle;
 pub mod session;
+pub mod stats;
 pub mod text;
 pub mod worker;

@@ -20,7 +20,7 @@ use crate::counters::Stat;
 use crate::engine::{Arith, Value};
 use crate::io::{Output, COPY_MAX};
 use crate::session::{ok, Aligned, Flow, Peer};
-use crate::text::{error_line, number, reply, BAD_FORMAT};
+use crate::text::{c_i32, c_u32, c_u64, error_line, reply, BAD_FORMAT};
 use mcb_abi::abi::*;
 use mcb_abi::meta_ext::*;
 use std::borrow::Cow;
@@ -69,7 +69,7 @@ pub const MD: Verb = Verb {
     unsupported: b"",
     invalid: "CLIENT_ERROR invalid or duplicate flag",
     duplicate: "CLIENT_ERROR invalid or duplicate flag",
-    bad_number: |_| BAD_TOKEN,
+    bad_number: |_| "CLIENT_ERROR invalid or duplicate flag",
 };
 
 pub const MA: Verb = Verb {
@@ -142,13 +142,24 @@ impl Request<'_> {
         self.flags.iter().find(|f| f[0] == flag).map(|f| &f[1..])
     }
 
-    /// `flag`'s numeric token: `Ok(None)` without the flag, memcached's complaint when it is
-    /// not a number.
-    pub fn number<T: std::str::FromStr>(&self, flag: u8) -> Result<Option<T>, &'static str> {
+    /// `flag`'s numeric token, read by `read` (one of memcached's C readers, `text::c_*`):
+    /// `Ok(None)` without the flag, memcached's complaint when it is not a number.
+    fn number<T>(&self, flag: u8, read: fn(&[u8]) -> Option<T>) -> Result<Option<T>, &'static str> {
         match self.token(flag) {
             None => Ok(None),
-            Some(t) => number(t).map(Some).ok_or((self.bad_number)(flag)),
+            Some(t) => read(t).map(Some).ok_or((self.bad_number)(flag)),
         }
+    }
+
+    /// A time flag's token (`T`, `N`, `R`): 32 bits, as memcached reads it (2^31 is already
+    /// past, 2^32 is 0).
+    pub fn time(&self, flag: u8) -> Result<Option<libc::time_t>, &'static str> {
+        Ok(self.number(flag, c_i32)?.map(libc::time_t::from))
+    }
+
+    /// A 64-bit flag's token (`C`, `J`, `D`).
+    pub fn u64(&self, flag: u8) -> Result<Option<u64>, &'static str> {
+        self.number(flag, c_u64)
     }
 
     pub fn quiet(&self) -> bool {
@@ -378,8 +389,12 @@ fn fetch_ext(
     r: &Request,
     touch: Option<libc::time_t>,
 ) -> Result<Option<(Known, Held)>, Result<ENGINE_ERROR_CODE, &'static str>> {
-    let vivify = r.number::<libc::time_t>(b'N').map_err(Err)?;
-    let recache = r.number::<u32>(b'R').map_err(Err)?;
+    let vivify = r.time(b'N').map_err(Err)?;
+    // A negative recache time is never reached.
+    let recache = r
+        .time(b'R')
+        .map_err(Err)?
+        .map(|t| u32::try_from(t).unwrap_or(0));
     let mut x = [0u8; 16];
     for (on, bit, at, value) in [
         (
@@ -428,11 +443,13 @@ fn fetch_ext(
 
 /// `mg <key> <flag>*`: a get (a get-and-touch with `T`).
 pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) -> Flow {
-    let touch = match r.number::<libc::time_t>(b'T') {
+    let touch = match r.time(b'T') {
         Ok(t) => t,
         Err(e) => return say_error(out.tail(), e),
     };
-    peer.count(Stat::CmdGet);
+    if touch.is_some() {
+        peer.count(Stat::CmdTouch);
+    }
     let found = match fetch_ext(peer, scratch, r, touch) {
         // An engine without our opcode: what v1 does (no stale items, token, access times).
         Err(Ok(ENGINE_ENOTSUP)) if !b"NRhl".iter().any(|&f| r.has(f)) => {
@@ -447,7 +464,7 @@ pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) ->
     };
     match found {
         Ok(Some((known, held))) => {
-            peer.count(Stat::GetHits);
+            peer.fetched(true);
             if !r.has(b'v') {
                 r.answer(out.tail(), "HD", &known);
                 return Flow::Continue;
@@ -467,7 +484,7 @@ pub fn get(peer: &Peer, out: &mut Output, scratch: &mut Aligned, r: &Request) ->
             Flow::Continue
         }
         Ok(None) => {
-            peer.count(Stat::GetMisses);
+            peer.fetched(false);
             if !r.quiet() {
                 r.answer(out.tail(), "EN", &Known::default());
             }
@@ -525,7 +542,7 @@ enum Held {
 
 /// `md <key> <flag>*`: a delete, with a CAS to compare when `C` is given.
 pub fn delete(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Request) -> Flow {
-    let (mut cas, ttl) = match (r.number::<u64>(b'C'), r.number::<libc::time_t>(b'T')) {
+    let (mut cas, ttl) = match (r.u64(b'C'), r.time(b'T')) {
         (Ok(cas), Ok(ttl)) => (cas.unwrap_or(0), ttl),
         (Err(e), _) | (_, Err(e)) => return say_error(out, e),
     };
@@ -602,16 +619,12 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Req
         Some(b"D" | b"-") => false,
         Some(_) => return say_error(out, "CLIENT_ERROR invalid mode for ma M token"),
     };
-    let parsed = (
-        r.number::<libc::time_t>(b'N'),
-        r.number::<u64>(b'J'),
-        r.number::<u64>(b'D'),
-    );
+    let parsed = (r.time(b'N'), r.u64(b'J'), r.u64(b'D'));
     let (create, initial, delta) = match parsed {
         (Ok(n), Ok(j), Ok(d)) => (n, j.unwrap_or(0), d.unwrap_or(1)),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return say_error(out, e),
     };
-    let (cas_in, touch) = match (r.number::<u64>(b'C'), r.number::<libc::time_t>(b'T')) {
+    let (cas_in, touch) = match (r.u64(b'C'), r.time(b'T')) {
         (Ok(c), Ok(t)) => (c.unwrap_or(0), t),
         (Err(e), _) | (_, Err(e)) => return say_error(out, e),
     };
@@ -620,7 +633,7 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, scratch: &mut Aligned, r: &Req
         create: create.is_some(),
         delta,
         initial,
-        exptime: create.map_or(0, to_rel_time),
+        exptime: create.map_or(0, wire_exptime),
     };
     let engine = peer.engine();
     let (mut cas, mut result, mut ttl, mut created) = (0, 0, None, false);
@@ -760,13 +773,13 @@ pub fn set_line(r: &Request) -> Result<SetLine, &'static str> {
         Some(b"R") => OPERATION_REPLACE,
         Some(_) => return Err("CLIENT_ERROR invalid mode for ms M token"),
     };
-    let cas = r.number::<u64>(b'C')?.unwrap_or(0);
+    let cas = r.u64(b'C')?.unwrap_or(0);
     if cas != 0 && op == OPERATION_SET {
         op = OPERATION_CAS;
     }
     Ok(SetLine {
-        flags: r.number::<u32>(b'F')?.unwrap_or(0),
-        exptime: r.number::<libc::time_t>(b'T')?.unwrap_or(0),
+        flags: r.number(b'F', c_u32)?.unwrap_or(0),
+        exptime: r.time(b'T')?.unwrap_or(0),
         cas,
         op,
     })

@@ -1,6 +1,7 @@
 //! SASL PLAIN against a password file in memcached 2.x's format: one user a line, `user
 //! password`, optionally followed by the user's configuration (handed to engines as
-//! `auth_data_t::config`); blank lines and lines starting with `#` are skipped.
+//! `auth_data_t::config`); blank lines and lines starting with `#` are skipped. And memcached
+//! 1.6's ASCII authentication file (`-Y`): `user:password` lines.
 
 use std::collections::HashMap;
 
@@ -25,6 +26,32 @@ impl Pwdb {
         let text = std::fs::read(path)
             .map_err(|e| format!("cannot read the SASL password file {}: {e}", path.display()))?;
         Ok(Pwdb::parse(&text))
+    }
+
+    /// Reads memcached 1.6's `-Y` file at `path`: `user:password` a line (the password is the
+    /// rest of the line), blank lines skipped.
+    pub fn load_auth_file(path: &std::path::Path) -> Result<Pwdb, String> {
+        let text = std::fs::read(path)
+            .map_err(|e| format!("cannot read the auth file {}: {e}", path.display()))?;
+        let mut users = HashMap::new();
+        for line in text.split(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let Some(colon) = line.iter().position(|&b| b == b':') else {
+                continue;
+            };
+            let (user, password) = (&line[..colon], &line[colon + 1..]);
+            if !user.is_empty() && !password.is_empty() {
+                let password = password.to_vec();
+                users.insert(
+                    user.to_vec(),
+                    Entry {
+                        password,
+                        config: None,
+                    },
+                );
+            }
+        }
+        Ok(Pwdb { users })
     }
 
     fn parse(text: &[u8]) -> Pwdb {
@@ -65,6 +92,11 @@ impl Pwdb {
         if !authzid.is_empty() && authzid != user {
             return None;
         }
+        self.check(user, password)
+    }
+
+    /// Checks `user`'s `password`; on success the user and their configuration.
+    pub fn check(&self, user: &[u8], password: &[u8]) -> Option<(String, Option<String>)> {
         let entry = self.users.get(user)?;
         if !same(&entry.password, password) {
             return None;

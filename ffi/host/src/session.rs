@@ -1,10 +1,8 @@
 //! One connection's state as the protocols use it, below them and the workers: the shared
 //! context ([`Ctx`]), the [`Peer`] (the connection engines know by its cookie, with the
-//! EWOULDBLOCK handling and the host's statistics), the [`Session`] buffers, and the [`Step`]
+//! EWOULDBLOCK handling and the host's counters), the [`Session`] buffers, and the [`Step`]
 //! a protocol's state machine reports back to its worker.
 
-use crate::api::{server_core, stat};
-use crate::codec::push_stat;
 use crate::conn::{Conn, Cookie};
 use crate::counters::{self, Registry, Stat, Tenant};
 use crate::engine::Engine;
@@ -13,15 +11,19 @@ use crate::options::Options;
 use crate::sasl::Pwdb;
 use mcb_abi::abi::*;
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 /// Connection counts, written once per connection (not per request). Relaxed: statistics.
+/// And the live connections, for `stats conns` (a lock taken once when a connection opens and
+/// once when it closes).
 #[derive(Debug, Default)]
 pub struct Connections {
     pub curr: AtomicU64,
     pub total: AtomicU64,
     pub rejected: AtomicU64,
+    live: Mutex<HashMap<usize, Weak<Conn>>>,
 }
 
 impl Connections {
@@ -30,11 +32,34 @@ impl Connections {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A connection ended.
-    pub fn closed(&self) {
+    /// A connection a worker serves from now on.
+    pub fn opened(&self, conn: &Arc<Conn>) {
+        let key = Arc::as_ptr(conn) as usize;
+        lock(&self.live).insert(key, Arc::downgrade(conn));
+    }
+
+    /// A connection ended (`conn`: the one [`Connections::opened`] recorded, if any).
+    pub fn closed(&self, conn: Option<&Arc<Conn>>) {
         // Relaxed: a statistic (and the listener's bound, which a race cannot hurt).
         self.curr.fetch_sub(1, Ordering::Relaxed);
+        if let Some(conn) = conn {
+            lock(&self.live).remove(&(Arc::as_ptr(conn) as usize));
+        }
     }
+
+    /// The live connections, by descriptor.
+    pub fn live(&self) -> Vec<Arc<Conn>> {
+        let mut conns: Vec<Arc<Conn>> = lock(&self.live)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        conns.sort_by_key(|c| c.fd());
+        conns
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What every connection shares.
@@ -42,12 +67,16 @@ impl Connections {
 pub struct Ctx {
     pub engine: &'static Engine,
     pub pwdb: Option<Pwdb>,
+    /// `-Y`'s users: ASCII connections authenticate as one before any other command.
+    pub ascii_users: Option<Pwdb>,
     pub options: Options,
     pub connections: Connections,
     pub counters: Registry,
     /// The bucket engine's admin user (its `admin=` setting), who sees the server's counters.
     pub admin: Option<String>,
     pub started: std::time::Instant,
+    /// The listening sockets (descriptor, address), as `stats conns` lists them.
+    pub listening: Vec<(i32, String)>,
 }
 
 /// A connection as the protocols use it: the shared context, the connection object engines
@@ -179,6 +208,43 @@ impl Peer {
         r
     }
 
+    /// A storage command for `key`, allocated (`allocated`: the allocation's result): counted
+    /// (`cmd_set`, and a value too large or without memory for it). A
+    /// refused set (`set`: SET, `ms` in any mode) unlinks the key's old value, as memcached
+    /// does, so that no client reads a value older than its last write attempt; best effort:
+    /// the answer is the refusal's whatever the removal says.
+    pub fn storing<T>(&self, key: &[u8], allocated: &Result<T, ENGINE_ERROR_CODE>, set: bool) {
+        self.count(Stat::CmdSet);
+        let Err(rc) = allocated else {
+            return;
+        };
+        match *rc {
+            ENGINE_E2BIG => self.count(Stat::StoreTooLarge),
+            ENGINE_ENOMEM => self.count(Stat::StoreNoMemory),
+            _ => return,
+        }
+        if set {
+            let mut cas = 0;
+            self.engine().remove(&self.cookie, key, &mut cas, 0);
+        }
+    }
+
+    /// A get of `key` found it (`hit`) or not: `cmd_get` and `get_hits`/`get_misses`.
+    pub fn fetched(&self, hit: bool) {
+        self.count(Stat::CmdGet);
+        self.count(if hit { Stat::GetHits } else { Stat::GetMisses });
+    }
+
+    /// A classic get (ASCII or binary) of `key` found it or not: [`Peer::fetched`], and the
+    /// detail's `get` and `hit` (memcached's detail counts classic commands only).
+    pub fn fetched_classic(&self, key: &[u8], hit: bool) {
+        self.fetched(hit);
+        self.detail(key, counters::Op::Get);
+        if hit {
+            self.detail(key, counters::Op::Hit);
+        }
+    }
+
     /// Whether the last step parked (clearing the mark).
     pub fn take_parked(&self) -> bool {
         self.parked.replace(false)
@@ -192,6 +258,23 @@ impl Peer {
     /// Counts one event for this connection's tenant, on its worker's line.
     pub fn count(&self, stat: Stat) {
         self.tenant.borrow().bump(self.worker, stat);
+    }
+
+    /// Counts `n` (bytes) for this connection's tenant, on its worker's line.
+    pub fn add(&self, stat: Stat, n: u64) {
+        self.tenant.borrow().add(self.worker, stat, n);
+    }
+
+    /// Counts `op` on `key`'s prefix in this tenant's `stats detail`, when it is on (memcached
+    /// counts classic gets, storage commands and deletes; not touch, arithmetic or meta).
+    pub fn detail(&self, key: &[u8], op: counters::Op) {
+        let delimiter = self.ctx.options.prefix_delimiter.unwrap_or(b':');
+        self.tenant.borrow().detail(key, delimiter, op);
+    }
+
+    /// This connection's tenant's counters.
+    pub fn tenant(&self) -> Arc<Tenant> {
+        Arc::clone(&self.tenant.borrow())
     }
 
     /// Records a successful SASL authentication: the connection's tenant is now `user`.
@@ -210,10 +293,29 @@ impl Peer {
     }
 
     /// Whether this connection sees the server's counters: no SASL identity, or the admin's.
-    fn sees_server(&self) -> bool {
+    pub fn sees_server(&self) -> bool {
         match self.conn.user() {
             None => true,
             Some(user) => self.ctx.admin.as_deref() == Some(user.as_str()),
+        }
+    }
+
+    /// The counters this connection sees: its tenant's, or the server's sum (admin or no SASL
+    /// identity).
+    pub fn counts(&self) -> counters::Snapshot {
+        if self.sees_server() {
+            self.ctx.counters.snapshot()
+        } else {
+            self.tenant.borrow().snapshot()
+        }
+    }
+
+    /// `stats reset` of the host's counters this connection sees (see [`Peer::counts`]).
+    pub fn reset_counts(&self) {
+        if self.sees_server() {
+            self.ctx.counters.reset();
+        } else {
+            self.tenant.borrow().reset();
         }
     }
 
@@ -225,6 +327,7 @@ impl Peer {
         sink.opcode = opcode;
         sink.opaque = opaque;
         sink.status = None;
+        sink.capture = None;
     }
 
     /// Moves what the engine's callbacks produced into `out`; the status of its last response.
@@ -240,79 +343,5 @@ impl Peer {
     /// bucket engine keeps a connection in its bucket until the next successful ON_AUTH).
     pub fn needs_auth(&self) -> bool {
         (self.ctx.options.require_sasl || self.lost_identity.get()) && !self.conn.is_authenticated()
-    }
-
-    /// Statistics of `group` into the sink: the host's own, then the engine's (but none the
-    /// host gave), for the empty group; the host's settings for `settings`; `reset` resets
-    /// ours (the tenant's, or the server's for the admin or without SASL) and the engine's;
-    /// anything else is the engine's.
-    pub fn stats(&self, group: &[u8]) -> ENGINE_ERROR_CODE {
-        match group {
-            b"" => {
-                self.host_stats();
-                let rc = self.retry(|| ok(self.engine().get_stats(&self.cookie, b"")));
-                self.conn.sink().skip.clear();
-                rc.err().unwrap_or(ENGINE_SUCCESS)
-            }
-            b"settings" => {
-                self.push_stats(&self.ctx.options.settings());
-                ENGINE_SUCCESS
-            }
-            b"reset" => {
-                if self.sees_server() {
-                    self.ctx.counters.reset();
-                } else {
-                    self.tenant.borrow().reset();
-                }
-                self.engine().reset_stats(&self.cookie);
-                ENGINE_SUCCESS
-            }
-            _ => {
-                let rc = self.retry(|| ok(self.engine().get_stats(&self.cookie, group)));
-                rc.err().unwrap_or(ENGINE_SUCCESS)
-            }
-        }
-    }
-
-    fn host_stats(&self) {
-        let ctx = self.ctx;
-        let mut stats: Vec<(&'static str, String)> = vec![
-            ("pid", std::process::id().to_string()),
-            ("uptime", ctx.started.elapsed().as_secs().to_string()),
-            (
-                "time",
-                server_core::abstime_of(server_core::current_time()).to_string(),
-            ),
-            ("version", server_core::VERSION.to_owned()),
-            (
-                "pointer_size",
-                (8 * std::mem::size_of::<usize>()).to_string(),
-            ),
-            ("threads", ctx.options.threads.to_string()),
-        ];
-        let counts = if self.sees_server() {
-            let c = &ctx.connections;
-            // Relaxed (every load here): statistics.
-            let n = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
-            stats.push(("curr_connections", n(&c.curr)));
-            stats.push(("total_connections", n(&c.total)));
-            stats.push(("rejected_conns", n(&c.rejected)));
-            stats.push(("evictions_notified", stat::evictions().to_string()));
-            ctx.counters.snapshot()
-        } else {
-            self.tenant.borrow().snapshot()
-        };
-        for (name, value) in counters::NAMES.iter().zip(counts) {
-            stats.push((name, value.to_string()));
-        }
-        self.push_stats(&stats);
-        self.conn.sink().skip = stats.iter().map(|(k, _)| *k).collect();
-    }
-
-    fn push_stats(&self, stats: &[(&'static str, String)]) {
-        let mut sink = self.conn.sink();
-        for (k, v) in stats {
-            push_stat(&mut sink, k.as_bytes(), v.as_bytes());
-        }
     }
 }

@@ -42,7 +42,96 @@ pub fn tokenize(line: &[u8]) -> ([&[u8]; MAX_TOKENS], usize) {
     (tokens, n)
 }
 
-/// A decimal token.
-pub fn number<T: std::str::FromStr>(token: &[u8]) -> Option<T> {
-    std::str::from_utf8(token).ok()?.parse().ok()
+// memcached reads every command's numbers with C's `strtol` family (its `safe_strto*`):
+// leading white space and a sign are allowed, what follows the digits must be nothing or
+// white space, and the value is then stored in a variable of the field's width. So a 32-bit
+// field reads 2^32 as 0 and 2^31 as -2^31. The three readers below give the same numbers, so
+// that edge values mean here what they mean to memcached (the transcript in `tests/meta.rs`
+// checks them against it).
+
+/// C's `isspace`.
+fn c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// A token as `strto*` reads it: whether it had a `-`, and its digits; `None` without digits
+/// or with something other than white space after them.
+fn c_digits(token: &[u8]) -> Option<(bool, &[u8])> {
+    let start = token
+        .iter()
+        .position(|&b| !c_space(b))
+        .unwrap_or(token.len());
+    let t = &token[start..];
+    let (negative, t) = match t.first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let end = t
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(t.len());
+    let rest_ok = t.get(end).is_none_or(|&b| c_space(b));
+    (end > 0 && rest_ok).then_some((negative, &t[..end]))
+}
+
+/// memcached's `safe_strtoull`: an unsigned 64-bit decimal; `strtoull` negates a `-` number
+/// modulo 2^64, and memcached then refuses it only if it reads as negative (so `-0` is 0, `-1`
+/// is refused). Past 2^64 - 1: refused.
+pub fn c_u64(token: &[u8]) -> Option<u64> {
+    let (negative, digits) = c_digits(token)?;
+    let magnitude: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    let value = if negative {
+        magnitude.wrapping_neg()
+    } else {
+        magnitude
+    };
+    (!(negative && (value as i64) < 0)).then_some(value)
+}
+
+/// memcached's `safe_strtoul` into a 32-bit field (flags): [`c_u64`] kept in 32 bits.
+pub fn c_u32(token: &[u8]) -> Option<u32> {
+    // Truncation on purpose: C's assignment to the 32-bit field.
+    c_u64(token).map(|v| v as u32)
+}
+
+/// memcached's `safe_strtol` into a 32-bit field (exptime, a length): a signed 64-bit decimal
+/// kept in 32 bits.
+pub fn c_i32(token: &[u8]) -> Option<i32> {
+    let (negative, digits) = c_digits(token)?;
+    let text = std::str::from_utf8(digits).ok()?;
+    let value: i64 = if negative {
+        format!("-{text}").parse().ok()?
+    } else {
+        text.parse().ok()?
+    };
+    // Truncation on purpose: C's assignment to the 32-bit field.
+    Some(value as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{c_i32, c_u32, c_u64};
+
+    #[test]
+    fn numbers_read_as_memcached_reads_them() {
+        assert_eq!(c_u32(b"4294967295"), Some(u32::MAX));
+        assert_eq!(c_u32(b"4294967296"), Some(0));
+        assert_eq!(c_u32(b"18446744073709551615"), Some(u32::MAX));
+        assert_eq!(c_u64(b"18446744073709551616"), None);
+        assert_eq!(c_u64(b"-1"), None);
+        assert_eq!(c_u64(b"-0"), Some(0));
+        assert_eq!(c_u64(b"-18446744073709551615"), Some(1));
+        assert_eq!(c_u64(b"+7"), Some(7));
+        assert_eq!(c_u64(b"007"), Some(7));
+        assert_eq!(c_i32(b"2147483648"), Some(i32::MIN));
+        assert_eq!(c_i32(b"4294967297"), Some(1));
+        assert_eq!(c_i32(b"-1"), Some(-1));
+        assert_eq!(c_i32(b"9223372036854775808"), None);
+        assert_eq!(c_i32(b"-9223372036854775808"), Some(0));
+        for bad in [&b""[..], b"x", b"1x", b"1.5", b"-", b"+", b" "] {
+            assert_eq!((c_u64(bad), c_i32(bad)), (None, None), "{bad:?}");
+        }
+        assert_eq!(c_i32(b"5\t"), Some(5));
+    }
 }

@@ -11,7 +11,8 @@
 
 use crate::api::callback;
 use crate::api::extension::log;
-use crate::conn::{Conn, Mailbox, Wake};
+use crate::conn::{Conn, Mailbox, State, Wake};
+use crate::counters::Stat;
 use crate::options::Protocol;
 use crate::session::{Ctx, Session, Step};
 use crate::{ascii, binary};
@@ -51,6 +52,26 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    /// The peer's address and the listening socket's, as `stats conns` shows them.
+    fn addresses(&self) -> (String, String) {
+        match self {
+            Stream::Tcp(s) => {
+                let show = |a: io::Result<std::net::SocketAddr>| {
+                    a.map_or_else(|_| "tcp:?".to_owned(), |a| format!("tcp:{a}"))
+                };
+                (show(s.peer_addr()), show(s.local_addr()))
+            }
+            Stream::Unix(s) => {
+                let path = s
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                    .unwrap_or_default();
+                (format!("unix:{path}"), format!("unix:{path}"))
+            }
         }
     }
 }
@@ -167,7 +188,8 @@ struct Client {
     writing: bool,
     /// Ending once the queued output is out.
     closing: bool,
-    /// When the last request was answered (for `-o idle_timeout`).
+    /// When the connection last made progress: bytes read or written, a request answered
+    /// (`-o idle_timeout` closes one that made none for that long, wherever it is in a request).
     active: Instant,
 }
 
@@ -233,7 +255,13 @@ impl Worker {
                         }
                     }
                 } else {
-                    self.drive(event.token().0);
+                    let token = event.token().0;
+                    if event.is_readable() || event.is_read_closed() {
+                        if let Some(Some(c)) = self.clients.get_mut(token) {
+                            c.session.input.readable(event.is_read_closed());
+                        }
+                    }
+                    self.drive(token);
                 }
             }
             for token in std::mem::take(&mut self.again) {
@@ -256,7 +284,9 @@ impl Worker {
             if let Some(limit) = idle_timeout {
                 if swept.elapsed() >= Duration::from_secs(1) {
                     swept = Instant::now();
-                    self.close_where(|c| c.is_idle() && c.active.elapsed() >= limit);
+                    // Any connection without progress, mid-request too (a value half sent,
+                    // a reply the client does not read), but not one the engine is serving.
+                    self.close_where(|c| !c.parked && c.active.elapsed() >= limit);
                 }
             }
         }
@@ -283,14 +313,16 @@ impl Worker {
                     EXTENSION_LOG_WARNING,
                     &format!("cannot watch a connection: {e}"),
                 );
-                self.ctx.connections.closed();
+                self.ctx.connections.closed(None);
                 continue;
             }
             let wake = Wake {
                 mailbox: Arc::clone(&self.mailbox),
                 token,
             };
-            let conn = Conn::new(stream.fd(), wake);
+            let (addr, listen_addr) = stream.addresses();
+            let conn = Conn::new(stream.fd(), wake, addr, listen_addr);
+            self.ctx.connections.opened(&conn);
             let session = Session::new(self.ctx, conn, self.index);
             // SAFETY: ON_CONNECT carries no data; the cookie is live (the session holds it).
             unsafe { callback::fire(ON_CONNECT, std::ptr::null(), session.peer.cookie.as_ptr()) };
@@ -342,6 +374,7 @@ impl Worker {
         let outcome = mcb_abi::boundary::guard(Err(()), || {
             run(c, self.ctx, limit, &mut served).map_err(|_| ())
         });
+        c.session.peer.conn.set_state(state_of(c, &outcome));
         match outcome {
             Ok(Wait::Socket) => self.watch(token),
             Ok(Wait::Again) => {
@@ -392,7 +425,7 @@ impl Worker {
                 c.session.peer.cookie.as_ptr(),
             )
         };
-        self.ctx.connections.closed();
+        self.ctx.connections.closed(Some(&c.session.peer.conn));
         self.free.push(token);
     }
 }
@@ -410,12 +443,42 @@ enum Wait {
     Closed,
 }
 
+/// Where a connection that stopped running with `outcome` is, for `stats conns`.
+fn state_of(c: &Client, outcome: &Result<Wait, ()>) -> State {
+    match (outcome, &c.proto) {
+        (Ok(Wait::Closed) | Err(()), _) => State::Closing,
+        (Ok(Wait::Engine), _) => State::ParseCmd,
+        _ if !c.session.out.is_empty() => State::Mwrite,
+        (_, Proto::Ascii(ascii::Pending::Data(_)) | Proto::Binary(binary::Pending::Data(_))) => {
+            State::Nread
+        }
+        (
+            _,
+            Proto::Ascii(ascii::Pending::Swallow(_)) | Proto::Binary(binary::Pending::Swallow(_)),
+        ) => State::Swallow,
+        _ => State::Waiting,
+    }
+}
+
+/// Writes what the socket accepts of the session's output, noting progress (and the bytes
+/// written) when bytes went out; whether all of it is out.
+fn flush(s: &mut Session, stream: &mut Stream, active: &mut Instant) -> io::Result<bool> {
+    let before = s.out.len();
+    let all_out = s.out.write_to(stream)?;
+    let written = before - s.out.len();
+    if written > 0 {
+        *active = Instant::now();
+        s.peer.add(Stat::BytesWritten, written as u64);
+    }
+    Ok(all_out)
+}
+
 /// The connection's loop: steps while input is buffered and output has room.
 fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> io::Result<Wait> {
     let s = &mut c.session;
     loop {
         if s.out.is_full() || c.closing {
-            let all_out = s.out.write_to(&mut c.stream)?;
+            let all_out = flush(s, &mut c.stream, &mut c.active)?;
             if c.closing && all_out {
                 return Ok(Wait::Closed);
             }
@@ -446,9 +509,12 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
         match step {
             Step::Done => {
                 c.active = Instant::now();
+                let since_start = c.active.saturating_duration_since(ctx.started);
+                s.peer.conn.answered_at(since_start.as_secs());
                 *served += 1;
                 if *served >= limit {
-                    s.out.write_to(&mut c.stream)?;
+                    s.peer.count(Stat::ConnYields);
+                    flush(s, &mut c.stream, &mut c.active)?;
                     return Ok(Wait::Again);
                 }
             }
@@ -462,9 +528,12 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
                 };
                 match read {
                     Ok(0) => c.closing = true,
-                    Ok(_) => {}
+                    Ok(n) => {
+                        c.active = Instant::now();
+                        s.peer.add(Stat::BytesRead, n as u64);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        s.out.write_to(&mut c.stream)?;
+                        flush(s, &mut c.stream, &mut c.active)?;
                         s.input.release_if_empty();
                         return Ok(Wait::Socket);
                     }
@@ -478,7 +547,7 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
                     continue;
                 }
                 c.parked = true;
-                s.out.write_to(&mut c.stream)?;
+                flush(s, &mut c.stream, &mut c.active)?;
                 // The notification may have come between the check and now.
                 if let Some(status) = s.peer.conn.take_io() {
                     c.parked = false;

@@ -70,10 +70,8 @@ fn arithmetic_flush_and_the_rest() {
     assert_eq!(c.cmd("touch t 10\r\n"), "SERVER_ERROR not supported");
     assert_eq!(c.cmd("flush_all\r\n"), "OK");
     assert_eq!(c.cmd("get t\r\n"), "END");
-    assert_eq!(
-        c.cmd("version\r\n"),
-        format!("VERSION {}", env!("CARGO_PKG_VERSION"))
-    );
+    // The memcached release whose answers these are.
+    assert_eq!(c.cmd("version\r\n"), "VERSION 1.6.18");
     assert_eq!(c.cmd("verbosity 1\r\n"), "OK");
     c.send(b"stats\r\n");
     let mut lines = Vec::new();
@@ -144,10 +142,21 @@ fn bad_input_gets_memcached_errors() {
         "SERVER_ERROR object too large for cache"
     );
     assert_eq!(c.cmd("get k\r\n"), "END");
-    // A line that never ends: an error and a closed connection.
+    // Lines that do not end: as memcached 1.6, one past 2 KiB is closed unanswered unless it
+    // is a multi-get, which may grow on (here to 64 KiB: then an error and a closed
+    // connection).
     let mut c = s.ascii();
-    c.send(&vec![b'a'; 70 * 1024]);
+    c.send(&vec![b'a'; 3000]);
+    assert_eq!(c.line(), "");
+    let mut c = s.ascii();
+    c.send(b"get ");
+    c.send(&b"k ".repeat(1500));
+    c.send(b"\r\n");
+    assert_eq!(c.line(), "END");
+    c.send(b"get ");
+    c.send(&b"k ".repeat(35 * 1024));
     assert_eq!(c.line(), "CLIENT_ERROR line is too long");
+    assert_eq!(c.line(), "");
     assert_eq!(good.cmd("get survivor\r\n"), "VALUE survivor 0 5");
 }
 

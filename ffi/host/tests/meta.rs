@@ -8,6 +8,8 @@
 //! comparison cannot silently be skipped there). Flags a v1 engine cannot honour get
 //! `CLIENT_ERROR` on every engine; gat and `mg … T` get it over an engine without GAT.
 
+#[path = "transcript/classic.rs"]
+mod classic;
 mod common;
 
 use common::{test_engine, Server, TIMEOUT};
@@ -16,7 +18,8 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 /// Requests (`\r\n` written out) and memcached 1.6.18's answers, in order, on one connection of a
-/// fresh server. `$CAS` in a request is the last CAS an answer reported; `c*` (but not `c0`),
+/// fresh server. `$CAS` in a request is the last CAS an answer reported, `$BIG` 2 MiB of data,
+/// `$KEY250` and `$KEY251` keys of the longest length and one byte more; `c*` (but not `c0`),
 /// a `VALUE` line's `*` and `me`'s `cas=*` stand for a CAS; `me`'s `cls` and `size` (memcached's
 /// slab class and item size) are left out.
 const TRANSCRIPT: &[(&str, &str)] = &[
@@ -114,6 +117,10 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("ma dn MD D995 v\r\n", "VA 1\r\n5\r\n"),
     ("incr dn 5\r\n", "10\r\n"),
     ("get dn\r\n", "VALUE dn 0 4\r\n10  \r\nEND\r\n"),
+    // An item N creates expires N seconds from now (the server's uptime is not added).
+    ("ma a2 N90\r\n", "HD\r\n"),
+    ("mg a2 t v\r\n", "VA 1 t90\r\n0\r\n"),
+    ("ma a3 N90 J7 t v\r\n", "VA 1 t90\r\n7\r\n"),
     // q hides the answer to a hit, not to an item N created.
     ("ma cq N0 q\r\n", "HD\r\n"),
     ("ma cq N0 q\r\n", ""),
@@ -264,9 +271,119 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("ms hl3 1\r\nz\r\n", "HD\r\n"),
     ("get hl3\r\n", "VALUE hl3 0 1\r\nz\r\nEND\r\n"),
     ("mg hl3 h\r\n", "HD h1\r\n"),
+    // The meta commands' numbers, as memcached's C reads them: times (T, N, R) in 32 bits
+    // signed (2^31 is already past, 2^32 is 0, a negative R is never reached), F in 32 bits,
+    // C, J and D in 64, the data length at most 2^31 - 3 (2^32 + 1 reads as 1); md words a bad
+    // number as a bad flag.
+    ("ms m1 1 T-1\r\nx\r\n", "HD\r\n"),
+    ("mg m1 v\r\n", "EN\r\n"),
+    ("ms m1 1 T2147483648\r\nx\r\n", "HD\r\n"),
+    ("mg m1 v t\r\n", "EN\r\n"),
+    ("ms m1 1 T4294967296\r\nx\r\n", "HD\r\n"),
+    ("mg m1 v t\r\n", "VA 1 t-1\r\nx\r\n"),
+    ("ms m1 1 T+5\r\nx\r\n", "HD\r\n"),
+    ("mg m1 t\r\n", "HD t5\r\n"),
+    ("ms m1 1 F4294967296\r\nx\r\n", "HD\r\n"),
+    ("mg m1 f\r\n", "HD f0\r\n"),
+    (
+        "ms m1 1 F-1\r\nx\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    ),
+    ("ms m1 1 F-0\r\nx\r\n", "HD\r\n"),
+    (
+        "ms m1 2147483648\r\nx\r\n",
+        "CLIENT_ERROR bad command line format\r\nERROR\r\n",
+    ),
+    (
+        "ms m1 -1\r\nx\r\n",
+        "CLIENT_ERROR bad command line format\r\nERROR\r\n",
+    ),
+    ("ms m1 4294967297\r\nx\r\n", "HD\r\n"),
+    ("ms m1 +1\r\nx\r\n", "HD\r\n"),
+    (
+        "ms m1 1 C18446744073709551616\r\nx\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    (
+        "ms m1 1 C-1\r\nx\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    ("mg m1 T2147483648 v\r\n", "VA 1\r\nx\r\n"),
+    ("mg m1 T-1 v\r\n", "EN\r\n"),
+    ("mg m1 v\r\n", "EN\r\n"),
+    ("ms m2 1\r\n5\r\n", "HD\r\n"),
+    ("ma m2 D18446744073709551615 v\r\n", "VA 1\r\n4\r\n"),
+    (
+        "ma m2 D18446744073709551616 v\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    (
+        "ma m2 D-1 v\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    ("ma m2 D+1 v\r\n", "VA 1\r\n5\r\n"),
+    ("ma m3 N-1 v\r\n", "VA 1\r\n0\r\n"),
+    ("ma m3 v\r\n", "NF\r\n"),
+    (
+        "ma m5 N0 J18446744073709551616 v\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    (
+        "ma m5 N0 J-1 v\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    ("mg m6 N4294967296 v t\r\n", "VA 0 t-1 W\r\n\r\n"),
+    (
+        "md m2 C-1\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    ("md m2 T-1 I\r\n", "HD\r\n"),
+    ("mg m2 R4294967296 v\r\n", "EN\r\n"),
+    ("mg m2 R-1 v\r\n", "EN\r\n"),
+    ("gat 4294967296 m2\r\n", "END\r\n"),
+    ("gat -2147483649 m2\r\n", "END\r\n"),
     // Plain commands are unchanged.
     ("get foo\r\n", "VALUE foo 7 2\r\nrr\r\nEND\r\n"),
+    // A set refused as too large takes the old value away (add, replace, append and cas keep
+    // it); `ms` does in every mode. `$BIG` is 2 MiB, over the 1 MiB item limit.
+    ("set big 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("set big 0 0 2097152\r\n$BIG\r\n", TOO_LARGE),
+    ("get big\r\n", "END\r\n"),
+    ("set big 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("set big 0 0 2097152 noreply\r\n$BIG\r\n", ""),
+    ("get big\r\n", "END\r\n"),
+    ("set big 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("add big 0 0 2097152\r\n$BIG\r\n", TOO_LARGE),
+    ("replace big 0 0 2097152\r\n$BIG\r\n", TOO_LARGE),
+    ("append big 0 0 2097152\r\n$BIG\r\n", TOO_LARGE),
+    ("prepend big 0 0 2097152 noreply\r\n$BIG\r\n", ""),
+    ("cas big 0 0 2097152 1\r\n$BIG\r\n", TOO_LARGE),
+    ("get big\r\n", "VALUE big 0 1\r\nx\r\nEND\r\n"),
+    ("ms big 2097152 ME q\r\n$BIG\r\n", TOO_LARGE),
+    ("mg big v\r\n", "EN\r\n"),
+    // delete: the legacy time must be 0; noreply silences the complaint too.
+    ("set d 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("delete d 10 noreply\r\n", ""),
+    ("delete d 10\r\n", DELETE_USAGE),
+    ("delete d noreply 0\r\n", DELETE_USAGE),
+    ("delete d 0 0\r\n", DELETE_USAGE),
+    ("delete d 0\r\n", "DELETED\r\n"),
+    ("delete d 0 noreply\r\n", ""),
+    ("delete d noreply\r\n", ""),
+    ("delete noreply\r\n", "NOT_FOUND\r\n"),
+    ("delete\r\n", "ERROR\r\n"),
+    ("delete d x y z\r\n", "ERROR\r\n"),
+    ("delete d 0 noreply x\r\n", "ERROR\r\n"),
+    (
+        "delete $KEY251\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    ),
+    ("delete $KEY251 noreply\r\n", ""),
 ];
+
+const TOO_LARGE: &str = "SERVER_ERROR object too large for cache\r\n";
+const DELETE_USAGE: &str =
+    "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
 
 /// One connection that reads each answer up to the `MN` of an `mn` sent after its request.
 struct Conn {
@@ -286,9 +403,9 @@ impl Conn {
         }
     }
 
-    /// Sends `request` (with `$CAS` filled in) and returns its answer, CAS values masked.
+    /// Sends `request` (its placeholders filled in) and returns its answer, CAS values masked.
     fn ask(&mut self, request: &str) -> String {
-        let request = request.replace("$CAS", &self.cas);
+        let request = fill(&request.replace("$CAS", &self.cas));
         self.stream.write_all(request.as_bytes()).unwrap();
         self.stream.write_all(b"mn\r\n").unwrap();
         let at = loop {
@@ -341,16 +458,34 @@ impl Conn {
     }
 }
 
-/// Runs the transcript against the server on `port`; the mismatches.
+/// Runs the transcripts (meta, then the classic commands') against the server on `port`;
+/// the mismatches.
 fn replay(port: u16) -> Vec<String> {
     let mut conn = Conn::new(port);
     TRANSCRIPT
         .iter()
+        .chain(classic::CLASSIC)
         .filter_map(|&(request, expected)| {
             let got = conn.ask(request);
+            let expected = fill(expected);
             (got != expected).then(|| format!("{request:?}: expected {expected:?}, got {got:?}"))
         })
         .collect()
+}
+
+/// A transcript line with its placeholders filled in (but `$CAS`, which [`Conn::ask`] fills).
+fn fill(text: &str) -> String {
+    let mut text = text.to_owned();
+    for (placeholder, byte, n) in [
+        ("$BIG", "x", 2 << 20),
+        ("$KEY251", "k", 251),
+        ("$KEY250", "k", 250),
+    ] {
+        if text.contains(placeholder) {
+            text = text.replace(placeholder, &byte.repeat(n));
+        }
+    }
+    text
 }
 
 #[test]
@@ -370,38 +505,115 @@ impl Drop for Memcached {
     }
 }
 
+impl Memcached {
+    /// Starts Debian's memcached with its defaults; `None` when there is none to start and
+    /// `MCB_REQUIRE_MEMCACHED` is not set (`what` says what is then left unchecked).
+    fn start(what: &str) -> Option<(Memcached, u16)> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut command = Command::new("memcached");
+        command.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            command.args(["-u", "nobody"]);
+        }
+        let child = match command.stdout(Stdio::null()).spawn() {
+            Ok(child) => Memcached(child),
+            Err(e) if std::env::var_os("MCB_REQUIRE_MEMCACHED").is_none() => {
+                eprintln!("memcached not started ({e}): {what} is not checked against it");
+                return None;
+            }
+            Err(e) => panic!("memcached: {e}"),
+        };
+        // memcached says nothing when it listens: wait until it accepts (or gives up).
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "memcached never listened"
+            );
+            std::thread::yield_now();
+        }
+        Some((child, port))
+    }
+}
+
 #[test]
 fn the_transcript_is_memcacheds() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let mut command = Command::new("memcached");
-    command.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]);
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        command.args(["-u", "nobody"]);
-    }
-    let child = match command.stdout(Stdio::null()).spawn() {
-        Ok(child) => Memcached(child),
-        Err(e) if std::env::var_os("MCB_REQUIRE_MEMCACHED").is_none() => {
-            eprintln!("memcached not started ({e}): the transcript is not re-checked");
-            return;
-        }
-        Err(e) => panic!("memcached: {e}"),
+    let Some((memcached, port)) = Memcached::start("the transcript") else {
+        return;
     };
-    // memcached says nothing when it listens: wait until it accepts (or gives up).
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "memcached never listened"
-        );
-        std::thread::yield_now();
-    }
     let mismatches = replay(port);
-    drop(child);
+    drop(memcached);
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+/// The names of a stats group's answer on `port` (after storing one item), class numbers
+/// replaced by `N`; and the line it ends with.
+fn stat_names(port: u16, group: &str) -> (std::collections::BTreeSet<String>, String) {
+    let mut conn = Conn::new(port);
+    conn.ask("set one 0 0 1\r\nx\r\n");
+    let answer = conn.ask(&format!("stats {group}\r\n"));
+    let mut names = std::collections::BTreeSet::new();
+    let mut end = String::new();
+    for line in answer.lines() {
+        let Some(stat) = line.strip_prefix("STAT ") else {
+            end = line.to_owned();
+            continue;
+        };
+        let name = stat.split(' ').next().unwrap_or_default();
+        let name: Vec<&str> = name
+            .split(':')
+            .map(|part| match part.parse::<u32>() {
+                Ok(_) => "N",
+                Err(_) => part,
+            })
+            .collect();
+        names.insert(name.join(":"));
+    }
+    (names, end)
+}
+
+/// The monitoring groups have memcached's shape: every name ours gives is one memcached 1.6.18
+/// gives too (but ours alone, listed here), and each group ends as memcached's does.
+#[test]
+fn the_stats_groups_have_memcacheds_names() {
+    let Some((memcached, port)) = Memcached::start("the stats names") else {
+        return;
+    };
+    let server = Server::start(&[]);
+    for (group, ours_alone) in [
+        (
+            "",
+            &[
+                "mcb_version",
+                "evictions_notified",
+                "bucket_conns",
+                "bucket_active_conns",
+            ][..],
+        ),
+        ("settings", &["engine"]),
+        ("items", &[]),
+        ("slabs", &[]),
+        ("conns", &[]),
+        ("sizes", &[]),
+    ] {
+        let (theirs, their_end) = stat_names(port, group);
+        let (ours, our_end) = stat_names(server.port, group);
+        let unknown: Vec<&String> = ours
+            .iter()
+            .filter(|n| !theirs.contains(*n) && !ours_alone.contains(&n.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "stats {group}: not memcached's: {unknown:?}"
+        );
+        assert_eq!(our_end, their_end, "stats {group}");
+        assert!(!ours.is_empty(), "stats {group} is empty");
+    }
+    drop(memcached);
 }
 
 const UNSUPPORTED: &str = "CLIENT_ERROR flag not supported by this engine\r\n";

@@ -93,8 +93,15 @@ unsafe extern "C" fn abstime(exptime: rel_time_t) -> libc::time_t {
     guard(0, || abstime_of(exptime))
 }
 
-/// The version the protocols report (numeric, so clients that parse it are content).
+/// The host's own version, what engines get from `server_version` (and `stats` shows as
+/// `mcb_version`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The version the protocols report (`version`, binary VERSION, `stats`): the memcached release
+/// whose answers the host gives, byte for byte (the transcript test checks them). Clients and
+/// test suites choose what they expect by it: memccapable, told 0.1.0, expects a memcached
+/// older than 1.4's answers.
+pub const MEMCACHED_VERSION: &str = "1.6.18";
 const VERSION_C: &CStr =
     match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
         Ok(v) => v,
@@ -133,22 +140,26 @@ pub fn shutdown_requested() -> bool {
     SHUTDOWN.load(Ordering::Acquire)
 }
 
+/// Stops the server as SIGTERM does: the listener stops accepting, the workers finish what is
+/// in flight. `who` asked (for the log).
+pub fn request_shutdown(who: &str) {
+    // Release: pairs with the Acquire in `shutdown_requested`.
+    SHUTDOWN.store(true, Ordering::Release);
+    log(
+        EXTENSION_LOG_WARNING,
+        &format!("{who} asked the server to shut down"),
+    );
+    // Relaxed: see `set_listener`.
+    let fd = LISTENER.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: our listening socket, which lives as long as the process serves; shutting
+        // it down wakes the listener's poll, and the listener sees the flag.
+        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+    }
+}
+
 unsafe extern "C" fn shutdown() {
-    guard((), || {
-        // Release: pairs with the Acquire in `shutdown_requested`.
-        SHUTDOWN.store(true, Ordering::Release);
-        log(
-            EXTENSION_LOG_WARNING,
-            "an engine asked the server to shut down",
-        );
-        // Relaxed: see `set_listener`.
-        let fd = LISTENER.load(Ordering::Relaxed);
-        if fd >= 0 {
-            // SAFETY: our listening socket, which lives as long as the process serves; shutting
-            // it down wakes the listener's poll, and the listener sees the flag.
-            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
-        }
-    })
+    guard((), || request_shutdown("an engine"))
 }
 
 /// Parses the host's own settings (`maxconns`, `tcpport`, ...) into the engine's table; true
