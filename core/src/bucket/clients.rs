@@ -9,7 +9,7 @@
 //! a sum of zero read after the state became STOPPING therefore proves nobody who saw RUNNING is
 //! still inside (the argument is written out in `handle.rs`).
 
-use crate::sync::atomic::{ordered, AtomicUsize, Ordered, Ordering};
+use crate::sync::atomic::{AtomicUsize, Ordered, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::Striped;
 
@@ -38,7 +38,7 @@ impl Clients {
             Ordering::SeqCst,
             Ordering::Relaxed,
         );
-        let (_, counted) = ordered(order, |o| self.stripes[stripe].fetch_add(1, o));
+        let (_, counted) = Ordered::fetch_add(&self.stripes[stripe], 1, order);
         (stripe, counted)
     }
 
@@ -58,7 +58,7 @@ impl Clients {
             Ordering::SeqCst,
             Ordering::Release,
         );
-        let (before, counted) = ordered(order, |o| self.stripes[stripe].fetch_sub(1, o));
+        let (before, counted) = Ordered::fetch_sub(&self.stripes[stripe], 1, order);
         debug_assert!(before > 0, "leave without enter");
         counted
     }
@@ -69,7 +69,7 @@ impl Clients {
     pub(crate) fn is_idle(&self, own: usize, state_seen: Ordered) -> bool {
         // SeqCst: these loads follow the caller's SeqCst state load in the total order, so each
         // sees every increment of a client that saw RUNNING (see `handle.rs`).
-        let is_zero = |s: &AtomicUsize| state_seen.then(Ordering::SeqCst, |o| s.load(o)).0 == 0;
+        let is_zero = |s: &AtomicUsize| state_seen.then_load(s, Ordering::SeqCst).0 == 0;
         if mutant::active(Mutant::LeaveReadsOwnStripeOnly) {
             return is_zero(&self.stripes[own]);
         }

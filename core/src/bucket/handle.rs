@@ -32,14 +32,14 @@
 //!
 //! The std build relies on the C++20 SeqCst total order for "RMW then load of another location"
 //! and "load then load of another location"; loom does not model that, so each such step goes
-//! through [`Ordered::then`](crate::sync::atomic::Ordered::then), a SeqCst fence under loom when both accesses are SeqCst (see the
+//! through [`Ordered::then_load`](crate::sync::atomic::Ordered::then_load), a SeqCst fence under loom when both accesses are SeqCst (see the
 //! shim).
 
 use super::clients::Clients;
 use super::engine::Engine;
 use super::shutdown::Shutdown;
 use super::state::State;
-use crate::sync::atomic::{ordered, AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordered, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Arc, Mutex};
 
@@ -135,9 +135,9 @@ impl<E: Engine> Handle<E> {
     pub fn retain(&self) -> bool {
         // SeqCst: the handshake with the shutdown worker, which stops the bucket first and then
         // waits for references: count first, then check the state.
-        let (_, counted) = ordered(Ordering::SeqCst, |o| self.refcount.fetch_add(1, o));
+        let (_, counted) = Ordered::fetch_add(&self.refcount, 1, Ordering::SeqCst);
         // SeqCst: the load half of that handshake.
-        let (state, _) = counted.then(Ordering::SeqCst, |o| self.state.load(o));
+        let (state, _) = counted.then_load(&self.state, Ordering::SeqCst);
         if state == State::Running as u8 {
             return true;
         }
@@ -191,7 +191,7 @@ impl<E: Engine> Handle<E> {
             Ordering::SeqCst,
             Ordering::Acquire,
         );
-        let (state, _) = counted.then(order, |o| self.state.load(o));
+        let (state, _) = counted.then_load(&self.state, order);
         if state == State::Running as u8 {
             Ok(stripe)
         } else if mutant::active(Mutant::BackOutSkipsStop) {
@@ -209,7 +209,7 @@ impl<E: Engine> Handle<E> {
         let counted = self.clients.leave(stripe);
         // SeqCst: the state must be read before the stripes ("observing state before clients
         // == 0 is crucial", as the seed says): see the module docs.
-        let (state, seen) = counted.then(Ordering::SeqCst, |o| self.state.load(o));
+        let (state, seen) = counted.then_load(&self.state, Ordering::SeqCst);
         state == State::Stopping as u8 && self.clients.is_idle(stripe, seen) && self.try_stop()
     }
 

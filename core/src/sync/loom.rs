@@ -14,7 +14,7 @@ pub mod atomic {
 }
 
 /// What an access of a handshake needs after the one before it (see
-/// [`Ordered::then`](super::atomic::Ordered::then)): loom does not model the SeqCst total order
+/// [`Ordered::then_load`](super::atomic::Ordered::then_load)): loom does not model the SeqCst total order
 /// of accesses to different locations (tokio-rs/loom#180: it treats them as AcqRel), but it
 /// does model SeqCst fences, so a SeqCst fence when both accesses are SeqCst.
 #[inline(always)]

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 pub enum Mutant {
     /// The real code.
     None = 0,
-    /// `atomic::Ordered::then` emits no fence under loom either: the Dekker handshake loses its
+    /// `atomic::Ordered::then_load` emits no fence under loom either: the Dekker handshake loses its
     /// order.
     NoStoreLoadFence,
     /// `enter` checks the state before counting itself in (check-then-act).

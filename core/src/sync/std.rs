@@ -9,7 +9,7 @@ pub mod atomic {
 }
 
 /// What an access of a handshake needs after the one before it (see
-/// [`Ordered::then`](super::atomic::Ordered::then)): nothing, since under the C++20/Rust memory
+/// [`Ordered::then_load`](super::atomic::Ordered::then_load)): nothing, since under the C++20/Rust memory
 /// model two SeqCst accesses of different locations are ordered by the SeqCst total order.
 #[inline(always)]
 pub(super) fn fence_between(_first: atomic::Ordering, _next: atomic::Ordering) {}
