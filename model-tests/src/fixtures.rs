@@ -4,7 +4,7 @@
 
 use mcb_core::bucket::{Engine, Env};
 use mcb_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use mcb_core::sync::{Arc, Mutex};
+use mcb_core::sync::{Arc, Mutex, UnsafeCell};
 use std::time::Duration;
 
 /// How long [`Events::wait_for`] waits before it fails the test (a hang, not a timing).
@@ -24,6 +24,7 @@ pub const MISSING_ENGINE: &str = "missing.so";
 pub struct Events {
     loaded: AtomicUsize,
     destroyed: AtomicUsize,
+    forced: AtomicUsize,
     dropped: AtomicUsize,
     disconnects: AtomicUsize,
     notified: Mutex<Vec<Cookie>>,
@@ -41,6 +42,11 @@ impl Events {
     /// Engines destroyed.
     pub fn destroyed(&self) -> usize {
         self.destroyed.load(Ordering::SeqCst)
+    }
+
+    /// Engines destroyed with `force` (a forced DELETE's).
+    pub fn forced(&self) -> usize {
+        self.forced.load(Ordering::SeqCst)
     }
 
     /// Engines dropped (their memory freed).
@@ -93,9 +99,17 @@ pub struct TestEngine {
     /// only the lifecycle's publication of the bucket makes it visible to calls.
     initialized: AtomicBool,
     destroyed: AtomicBool,
+    /// The engine's own memory, which `destroy` tears down as a real engine's destroy frees
+    /// what its calls read: a plain cell (a loom cell in models), so that a model reports a
+    /// call that does not happen before the destroy, not only one whose flag check comes after.
+    memory: UnsafeCell<bool>,
     calls: AtomicUsize,
     events: Arc<Events>,
 }
+
+// SAFETY: `memory` is read by calls and written once, by `destroy`, which the lifecycle under
+// test orders after every call (loom checks exactly that in the models); the rest is atomic.
+unsafe impl Sync for TestEngine {}
 
 impl TestEngine {
     /// One proxied call: fails the test if the engine was destroyed.
@@ -110,6 +124,9 @@ impl TestEngine {
             !self.destroyed.load(Ordering::SeqCst),
             "engine called after destroy"
         );
+        // SAFETY: a read; `destroy`'s write happens after every call (see the `Sync` impl).
+        let live = self.memory.with(|memory| unsafe { *memory });
+        assert!(live, "engine called after destroy");
         self.calls.fetch_add(1, Ordering::SeqCst) + 1
     }
 
@@ -131,9 +148,12 @@ impl Engine for TestEngine {
         Ok(())
     }
 
-    fn destroy(&self, _force: bool) {
+    fn destroy(&self, force: bool) {
         let again = self.destroyed.swap(true, Ordering::SeqCst);
         assert!(!again, "engine destroyed twice");
+        // SAFETY: the one write, after every call (see the `Sync` impl).
+        self.memory.with_mut(|memory| unsafe { *memory = false });
+        self.events.forced.fetch_add(usize::from(force), Ordering::SeqCst);
         self.events.destroyed.fetch_add(1, Ordering::SeqCst);
         self.events.happened();
     }
@@ -180,6 +200,7 @@ impl Env for TestEnv {
         Ok(TestEngine {
             initialized: AtomicBool::new(false),
             destroyed: AtomicBool::new(false),
+            memory: UnsafeCell::new(true),
             calls: AtomicUsize::new(0),
             events: Arc::clone(&self.events),
         })
