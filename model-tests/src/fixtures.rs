@@ -4,7 +4,7 @@
 
 use mcb_core::bucket::{Engine, Env};
 use mcb_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use mcb_core::sync::{Arc, Mutex, UnsafeCell};
+use mcb_core::sync::{Arc, Condvar, Mutex, UnsafeCell};
 use std::time::Duration;
 
 /// How long [`Events::wait_for`] waits before it fails the test (a hang, not a timing).
@@ -28,6 +28,9 @@ pub struct Events {
     dropped: AtomicUsize,
     disconnects: AtomicUsize,
     notified: Mutex<Vec<Cookie>>,
+    /// Broadcast under `notified` after each delete notification, for
+    /// [`Events::await_notified`]: the shim's, so a loom model can block on it.
+    delete_notified: Condvar,
     /// Signalled after every event, for [`Events::wait_for`]. std's types, not the shim's: only
     /// tests on real threads wait on it, and a loom model should not explore the signal.
     signal: (std::sync::Mutex<()>, std::sync::Condvar),
@@ -62,6 +65,16 @@ impl Events {
     /// Cookies told that their delete completed, in order.
     pub fn notified(&self) -> Vec<Cookie> {
         self.notified.lock().clone()
+    }
+
+    /// Blocks until the delete requested by `cookie` was notified, as a connection waits for
+    /// its DELETE's completion; for loom models (which report it as a deadlock if it never
+    /// comes). Real-thread tests use [`Events::wait_for`], which fails a hang in time.
+    pub fn await_notified(&self, cookie: Cookie) {
+        let mut notified = self.notified.lock();
+        while !notified.contains(&cookie) {
+            notified = self.delete_notified.wait(notified);
+        }
     }
 
     /// Blocks until `done` holds, re-checking after every event; fails the test if that takes
@@ -99,16 +112,17 @@ pub struct TestEngine {
     /// only the lifecycle's publication of the bucket makes it visible to calls.
     initialized: AtomicBool,
     destroyed: AtomicBool,
-    /// The engine's own memory, which `destroy` tears down as a real engine's destroy frees
-    /// what its calls read: a plain cell (a loom cell in models), so that a model reports a
-    /// call that does not happen before the destroy, not only one whose flag check comes after.
-    memory: UnsafeCell<bool>,
+    /// The memory of the items the engine handed out, which `destroy` frees as a real engine's
+    /// destroy does: a plain cell (a loom cell in models), so that a model reports a use of an
+    /// item that does not happen before the destroy, not only one whose flag check comes after.
+    items: UnsafeCell<bool>,
     calls: AtomicUsize,
     events: Arc<Events>,
 }
 
-// SAFETY: `memory` is read by calls and written once, by `destroy`, which the lifecycle under
-// test orders after every call (loom checks exactly that in the models); the rest is atomic.
+// SAFETY: `items` is read by item uses and written once, by `destroy`, which the lifecycle
+// under test orders after every use (loom checks exactly that in the models); the rest is
+// atomic.
 unsafe impl Sync for TestEngine {}
 
 impl TestEngine {
@@ -124,10 +138,17 @@ impl TestEngine {
             !self.destroyed.load(Ordering::SeqCst),
             "engine called after destroy"
         );
-        // SAFETY: a read; `destroy`'s write happens after every call (see the `Sync` impl).
-        let live = self.memory.with(|memory| unsafe { *memory });
-        assert!(live, "engine called after destroy");
         self.calls.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// One call that reads an item the engine handed out (`get_item_info`, `release`): a call
+    /// that also reads the items' memory, which `destroy` frees.
+    pub fn read_item(&self) -> usize {
+        let calls = self.call();
+        // SAFETY: a read; `destroy`'s write happens after every use (see the `Sync` impl).
+        let live = self.items.with(|items| unsafe { *items });
+        assert!(live, "item read after destroy");
+        calls
     }
 
     /// Calls served so far.
@@ -151,9 +172,11 @@ impl Engine for TestEngine {
     fn destroy(&self, force: bool) {
         let again = self.destroyed.swap(true, Ordering::SeqCst);
         assert!(!again, "engine destroyed twice");
-        // SAFETY: the one write, after every call (see the `Sync` impl).
-        self.memory.with_mut(|memory| unsafe { *memory = false });
-        self.events.forced.fetch_add(usize::from(force), Ordering::SeqCst);
+        // SAFETY: the one write, after every use (see the `Sync` impl).
+        self.items.with_mut(|items| unsafe { *items = false });
+        self.events
+            .forced
+            .fetch_add(usize::from(force), Ordering::SeqCst);
         self.events.destroyed.fetch_add(1, Ordering::SeqCst);
         self.events.happened();
     }
@@ -200,7 +223,7 @@ impl Env for TestEnv {
         Ok(TestEngine {
             initialized: AtomicBool::new(false),
             destroyed: AtomicBool::new(false),
-            memory: UnsafeCell::new(true),
+            items: UnsafeCell::new(true),
             calls: AtomicUsize::new(0),
             events: Arc::clone(&self.events),
         })
@@ -210,6 +233,7 @@ impl Env for TestEnv {
         let mut notified = self.events.notified.lock();
         assert!(!notified.contains(&cookie), "delete notified twice");
         notified.push(cookie);
+        self.events.delete_notified.notify_all();
         drop(notified);
         self.events.happened();
     }

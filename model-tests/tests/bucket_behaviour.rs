@@ -311,7 +311,11 @@ fn a_delete_completes_with_holds_out_and_the_last_hold_lets_the_engine_go() {
     let bucket = registry.create("a", "test.so", "").expect("create");
     let first = registry.enter(bucket.arc()).expect("running").into_hold();
     let second = registry.enter(bucket.arc()).expect("running").into_hold();
-    assert_eq!((bucket.holds(), bucket.clients()), (2, 0), "holds are not calls");
+    assert_eq!(
+        (bucket.holds(), bucket.clients()),
+        (2, 0),
+        "holds are not calls"
+    );
     registry.delete("a", 1, true).expect("delete");
     wait_notified(&env, 1);
     assert_eq!(bucket.state(), State::Stopped);
@@ -319,18 +323,36 @@ fn a_delete_completes_with_holds_out_and_the_last_hold_lets_the_engine_go() {
     assert!(registry.list().is_empty());
     assert!(registry.enter(bucket.arc()).is_none(), "no new calls");
     assert_eq!(registry.delete("a", 2, false), Err(DeleteError::NotFound));
-    let again = registry.create("a", "test.so", "").expect("the name is free");
-    assert_eq!(again.holds(), 0, "the new bucket shares nothing with the old");
-    assert_eq!(first.engine().call(), 1, "the held engine still answers");
+    let again = registry
+        .create("a", "test.so", "")
+        .expect("the name is free");
+    assert_eq!(
+        again.holds(),
+        0,
+        "the new bucket shares nothing with the old"
+    );
+    assert_eq!(
+        first.engine().read_item(),
+        1,
+        "the held engine still answers"
+    );
     drop(first);
-    assert_eq!(second.engine().call(), 2, "and still after the first hold went");
+    assert_eq!(
+        second.engine().read_item(),
+        2,
+        "and still after the first hold went"
+    );
     assert_eq!(env.events().destroyed(), 0, "destroyed under a hold");
     drop(second);
     env.events()
         .wait_for("the last hold lets the engine go", |events| {
             events.destroyed() == 1
         });
-    assert_eq!(env.events().forced(), 1, "the delete's force reaches the destroy");
+    assert_eq!(
+        env.events().forced(),
+        1,
+        "the delete's force reaches the destroy"
+    );
     let fresh = registry.enter(again.arc()).expect("running").call();
     assert_eq!(fresh, 1, "the new bucket's engine is another one");
 }
@@ -348,8 +370,16 @@ fn global_destroy_destroys_a_held_engine_once() {
     wait_notified(&env, 1);
     assert_eq!(env.events().destroyed(), 0, "destroyed under a hold");
     registry.destroy();
-    assert_eq!(env.events().destroyed(), 2, "both engines, the held ones included");
+    assert_eq!(
+        env.events().destroyed(),
+        2,
+        "both engines, the held ones included"
+    );
     drop(of_deleted);
     drop(of_kept);
-    assert_eq!(env.events().destroyed(), 2, "destroyed again by a late hold");
+    assert_eq!(
+        env.events().destroyed(),
+        2,
+        "destroyed again by a late hold"
+    );
 }

@@ -213,11 +213,7 @@ impl<E: Engine> Handle<E> {
     pub(crate) fn unhold(&self) {
         // Release: the held item's engine calls happen before the worker's Acquire load that
         // sees the count at zero, and so before the destroy.
-        let order = mutant::ordering(
-            Mutant::UnholdRelaxed,
-            Ordering::Release,
-            Ordering::Relaxed,
-        );
+        let order = mutant::ordering(Mutant::UnholdRelaxed, Ordering::Release, Ordering::Relaxed);
         let before = self.holds.fetch_sub(1, order);
         debug_assert!(before > 0, "unhold without hold");
         if before == 1 {
