@@ -85,8 +85,8 @@ add hold-after-leave core/src/bucket/registry.rs bucket \
     $'        drop(self);\n        handle.hold();\n        Hold { handle }' \
     "an item's hold counted after its lease left: the shutdown can start in between and miss it"
 add unhold-relaxed core/src/bucket/handle.rs bucket \
-    $'Mutant::UnholdRelaxed,\n            Ordering::Release,' \
-    $'Mutant::UnholdRelaxed,\n            Ordering::Relaxed,' \
+    'mutant::ordering(Mutant::UnholdRelaxed, Ordering::Release, Ordering::Relaxed)' \
+    'mutant::ordering(Mutant::UnholdRelaxed, Ordering::Relaxed, Ordering::Relaxed)' \
     "hold decrement Release to Relaxed: the destroy need not follow the held item's last call"
 add held-load-relaxed core/src/bucket/handle.rs bucket \
     'self.holds.load(Ordering::Acquire) > 0' \

@@ -947,7 +947,8 @@ void mh_conn_close(mh_conn *conn) {
     conn_unref(conn);
 }
 
-ENGINE_ERROR_CODE mh_conn_wait_io(mh_conn *conn, int timeout_ms) {
+/* The CLOCK_REALTIME time timeout_ms from now, for pthread_cond_timedwait. */
+static struct timespec deadline_in(int timeout_ms) {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += timeout_ms / 1000;
@@ -956,6 +957,11 @@ ENGINE_ERROR_CODE mh_conn_wait_io(mh_conn *conn, int timeout_ms) {
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
+    return deadline;
+}
+
+ENGINE_ERROR_CODE mh_conn_wait_io(mh_conn *conn, int timeout_ms) {
+    struct timespec deadline = deadline_in(timeout_ms);
     pthread_mutex_lock(&conn->lock);
     while (!conn->io_notified) {
         if (pthread_cond_timedwait(&conn->cond, &conn->lock, &deadline) == ETIMEDOUT) {
@@ -1153,14 +1159,7 @@ int mh_log_count(int since, const char *needle) {
 }
 
 bool mh_log_wait(int since, const char *needle, int timeout_ms) {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = deadline_in(timeout_ms);
     log_search s = {.needle = needle != NULL ? needle : ""};
     pthread_mutex_lock(&log_lock);
     /* Checked under the lock each line is added under: no line slips between check and wait. */

@@ -251,10 +251,8 @@ ENGINE_ERROR_CODE create(mh_conn *c, const char *name, const char *path,
     return create_op(c, CREATE_BUCKET, name, path, config);
 }
 
-/* Creates a test-engine bucket whose engine knows its name (stat engine_name). */
-bool create_ok(mh_conn *admin, const char *name) {
-    char config[256];
-    snprintf(config, sizeof(config), "name=%s", name);
+/* Creates a test-engine bucket with this config; whether it succeeded. */
+static bool create_test_bucket(mh_conn *admin, const char *name, const char *config) {
     ENGINE_ERROR_CODE rc = create(admin, name, te_path, config);
     bool ok = rc == ENGINE_SUCCESS && admin->responses == 1 &&
               admin->resp_status == PROTOCOL_BINARY_RESPONSE_SUCCESS;
@@ -263,6 +261,19 @@ bool create_ok(mh_conn *admin, const char *name) {
         fprintf(stderr, "create %s: rc %d status 0x%x\n", name, (int)rc, admin->resp_status);
     }
     return ok;
+}
+
+/* Creates a test-engine bucket whose engine knows its name (stat engine_name). */
+bool create_ok(mh_conn *admin, const char *name) {
+    char config[256];
+    snprintf(config, sizeof(config), "name=%s", name);
+    return create_test_bucket(admin, name, config);
+}
+
+bool create_logged(mh_conn *admin, const char *name, const char *engine_name) {
+    char config[256];
+    snprintf(config, sizeof(config), "name=%s;verbose=true", engine_name);
+    return create_test_bucket(admin, name, config);
 }
 
 /*
@@ -439,16 +450,6 @@ void fail_fast(void) {
         io_timeout_ms = HANG_TIMEOUT_S * 1000;
     }
     alarm((unsigned)(io_timeout_ms / 1000) + 10);
-}
-
-bool create_logged(mh_conn *admin, const char *name, const char *engine_name) {
-    char config[256];
-    snprintf(config, sizeof(config), "name=%s;verbose=true", engine_name);
-    ENGINE_ERROR_CODE rc = create(admin, name, te_path, config);
-    bool ok = rc == ENGINE_SUCCESS && admin->responses == 1 &&
-              admin->resp_status == PROTOCOL_BINARY_RESPONSE_SUCCESS;
-    CHECK(ok);
-    return ok;
 }
 
 /* The line the test engine logs when `engine_name` is destroyed, up to its force flag. */
