@@ -123,7 +123,7 @@ loom() {
 deep() {
     MCB_MODELS_SKIP_BROKEN=1 MCB_LOOM_CPUS=2 LOOM_MAX_PREEMPTIONS=4 cargo loom --locked --test bucket -- --exact bucket_stops_exactly_once \
         bucket_client_never_sees_stopped bucket_connection_freed_once_after_every_user \
-        bucket_create_publishes_initialised_engine >"$1" 2>&1
+        bucket_create_publishes_initialised_engine bucket_delete_completes_with_a_hold_out >"$1" 2>&1
 }
 
 std_tests() {

@@ -501,11 +501,12 @@ fn bucket_create_publishes_initialised_engine_broken_relaxed_start() {
 
 // ---- Proof 6: a delete completes with an item held; its engine goes after the last hold.
 
-/// A get racing the delete hands out an item (its call, then the item held past the call, as
-/// a connection holds one while memcached sends it). The delete completes while the item is
-/// out, the item still reaches its engine afterwards, and the engine is destroyed once, after
-/// the item came back: never while the call or the item's use is inside (the test engine's
-/// item memory is a loom cell that destroy writes and the item's use reads).
+/// Two gets racing the delete each hand out an item (the call, then the item held past it, as
+/// a connection holds one while memcached sends it). The delete completes while the items are
+/// out (each holder waits for its notification), the items still reach their engine
+/// afterwards, and the engine is destroyed once, after the last came back: never while a call
+/// or an item's use is inside (the test engine's item memory is a loom cell that destroy
+/// writes and every such use reads).
 fn hold_races_delete() {
     let (env, registry) = registry_with("b");
     let bucket = registry.find("b").expect("running");
@@ -515,10 +516,12 @@ fn hold_races_delete() {
         .map(|_| {
             let (env, registry, handle) = (env.clone(), registry.clone(), Arc::clone(&handle));
             thread::spawn(move || {
+                // The get: inside the bucket (its engine finds the item), then the item held
+                // past the call.
                 let Some(lease) = registry.enter(&handle) else {
                     return; // the delete came first
                 };
-                lease.call();
+                lease.read_item();
                 let hold = lease.into_hold();
                 env.events().await_notified(7);
                 hold.engine().read_item();

@@ -80,7 +80,8 @@ pub struct Handle<E: Engine> {
     /// engine is destroyed only once none is left, or at global destroy.
     holds: AtomicUsize,
     force: AtomicBool,
-    /// The connection that asked for the delete, told when the engine is gone.
+    /// The connection that asked for the delete, told once no call is inside (by then the
+    /// engine is gone, unless items of it are still held).
     pending_delete: Mutex<Option<E::Cookie>>,
     shutdown: Arc<Shutdown>,
     engine: E,
