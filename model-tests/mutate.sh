@@ -80,6 +80,26 @@ add l2-read-unpinned core/src/tiers/l2.rs tiers \
     $'        let guard = self.domain.pin();\n        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), &guard, |n| {' \
     $'        // SAFETY: none: the mutant reads without pinning.\n        let guard = unsafe { epoch::unprotected() };\n        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), guard, |n| {' \
     "L2 read without pinning the epoch: use after free"
+add hold-after-leave core/src/bucket/registry.rs bucket \
+    $'        handle.hold();\n        drop(self);\n        Hold { handle }' \
+    $'        drop(self);\n        handle.hold();\n        Hold { handle }' \
+    "an item's hold counted after its lease left: the shutdown can start in between and miss it"
+add unhold-relaxed core/src/bucket/handle.rs bucket \
+    'mutant::ordering(Mutant::UnholdRelaxed, Ordering::Release, Ordering::Relaxed)' \
+    'mutant::ordering(Mutant::UnholdRelaxed, Ordering::Relaxed, Ordering::Relaxed)' \
+    "hold decrement Release to Relaxed: the destroy need not follow the held item's last call"
+add held-load-relaxed core/src/bucket/handle.rs bucket \
+    'self.holds.load(Ordering::Acquire) > 0' \
+    'self.holds.load(Ordering::Relaxed) > 0' \
+    "worker's hold count load Acquire to Relaxed: the destroy need not follow the held item's last call"
+add unhold-no-wake core/src/bucket/handle.rs bucket \
+    $'debug_assert!(before > 0, "unhold without hold");\n        if before == 1 {' \
+    $'debug_assert!(before > 0, "unhold without hold");\n        if false {' \
+    "the last hold does not wake the worker: the engine is never destroyed"
+add destroy-ignores-holds core/src/bucket/registry.rs bucket \
+    'let held = handle.is_held() && !mutant::active(Mutant::DestroyIgnoresHolds);' \
+    'let held = false;' \
+    "the worker destroys the engine as the delete completes, while an item of it is held"
 
 # Replaces exactly one occurrence of $FROM by $TO in the file.
 patch_one() {
@@ -103,7 +123,7 @@ loom() {
 deep() {
     MCB_MODELS_SKIP_BROKEN=1 MCB_LOOM_CPUS=2 LOOM_MAX_PREEMPTIONS=4 cargo loom --locked --test bucket -- --exact bucket_stops_exactly_once \
         bucket_client_never_sees_stopped bucket_connection_freed_once_after_every_user \
-        bucket_create_publishes_initialised_engine >"$1" 2>&1
+        bucket_create_publishes_initialised_engine bucket_delete_completes_with_a_hold_out >"$1" 2>&1
 }
 
 std_tests() {

@@ -55,6 +55,8 @@ static char *settings_str;
 static atomic_uint log_level = EXTENSION_LOG_INFO;
 static atomic_int log_lines;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Broadcast under log_lock after each line (mh_log_wait). */
+static pthread_cond_t log_cond = PTHREAD_COND_INITIALIZER;
 static char last_log[1024];
 /* The last MH_LOG_HISTORY lines; line number n lives at n % MH_LOG_HISTORY. */
 static char log_history[MH_LOG_HISTORY][1024];
@@ -85,6 +87,7 @@ __attribute__((format(printf, 3, 4))) static void stderr_logger_log(EXTENSION_LO
     memcpy(log_history[number % MH_LOG_HISTORY], line, n + 1);
     /* Counted under the lock, so a line's number and its slot agree. */
     atomic_fetch_add(&log_lines, 1);
+    pthread_cond_broadcast(&log_cond);
     pthread_mutex_unlock(&log_lock);
 }
 
@@ -944,7 +947,8 @@ void mh_conn_close(mh_conn *conn) {
     conn_unref(conn);
 }
 
-ENGINE_ERROR_CODE mh_conn_wait_io(mh_conn *conn, int timeout_ms) {
+/* The CLOCK_REALTIME time timeout_ms from now, for pthread_cond_timedwait. */
+static struct timespec deadline_in(int timeout_ms) {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += timeout_ms / 1000;
@@ -953,6 +957,11 @@ ENGINE_ERROR_CODE mh_conn_wait_io(mh_conn *conn, int timeout_ms) {
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
+    return deadline;
+}
+
+ENGINE_ERROR_CODE mh_conn_wait_io(mh_conn *conn, int timeout_ms) {
+    struct timespec deadline = deadline_in(timeout_ms);
     pthread_mutex_lock(&conn->lock);
     while (!conn->io_notified) {
         if (pthread_cond_timedwait(&conn->cond, &conn->lock, &deadline) == ETIMEDOUT) {
@@ -1089,10 +1098,10 @@ void mh_last_log(char *buf, size_t buflen) {
     snprintf(buf, buflen, "%s", last_log);
     pthread_mutex_unlock(&log_lock);
 }
-/* Calls visit(line) for every remembered line numbered `since` or later, under the log lock;
+/* Calls visit(line) for every remembered line numbered `since` or later (log lock held);
  * stops when visit returns true. */
-static void log_history_walk(int since, bool (*visit)(const char *line, void *arg), void *arg) {
-    pthread_mutex_lock(&log_lock);
+static void log_history_walk_locked(int since, bool (*visit)(const char *line, void *arg),
+                                    void *arg) {
     int end = atomic_load(&log_lines);
     int start = since;
     if (start < end - MH_LOG_HISTORY) {
@@ -1106,6 +1115,12 @@ static void log_history_walk(int since, bool (*visit)(const char *line, void *ar
             break;
         }
     }
+}
+
+/* log_history_walk_locked under the log lock. */
+static void log_history_walk(int since, bool (*visit)(const char *line, void *arg), void *arg) {
+    pthread_mutex_lock(&log_lock);
+    log_history_walk_locked(since, visit, arg);
     pthread_mutex_unlock(&log_lock);
 }
 
@@ -1135,6 +1150,29 @@ int mh_log_count_without(int since, const char *needle) {
     log_search s = {.needle = needle != NULL ? needle : ""};
     log_history_walk(since, log_search_visit, &s);
     return s.misses;
+}
+
+int mh_log_count(int since, const char *needle) {
+    log_search s = {.needle = needle != NULL ? needle : ""};
+    log_history_walk(since, log_search_visit, &s);
+    return s.hits;
+}
+
+bool mh_log_wait(int since, const char *needle, int timeout_ms) {
+    struct timespec deadline = deadline_in(timeout_ms);
+    log_search s = {.needle = needle != NULL ? needle : ""};
+    pthread_mutex_lock(&log_lock);
+    /* Checked under the lock each line is added under: no line slips between check and wait. */
+    log_history_walk_locked(since, log_search_visit, &s);
+    while (s.hits == 0) {
+        if (pthread_cond_timedwait(&log_cond, &log_lock, &deadline) == ETIMEDOUT) {
+            break;
+        }
+        s.hits = s.misses = 0;
+        log_history_walk_locked(since, log_search_visit, &s);
+    }
+    pthread_mutex_unlock(&log_lock);
+    return s.hits > 0;
 }
 
 bool mh_shutdown_requested(void) {

@@ -148,6 +148,13 @@ void mh_last_log(char *buf, size_t buflen);
 bool mh_log_contains(int since, const char *needle);
 /* How many lines logged at or after `since` do not contain `needle`. */
 int mh_log_count_without(int since, const char *needle);
+/* How many lines logged at or after `since` contain `needle`. */
+int mh_log_count(int since, const char *needle);
+/*
+ * Waits until a line logged at or after `since` contains `needle` (woken by each new line),
+ * at most timeout_ms; returns whether one does.
+ */
+bool mh_log_wait(int since, const char *needle, int timeout_ms);
 bool mh_shutdown_requested(void);
 /* Sets the string get_config parses (the host's own "command line" settings). */
 void mh_set_settings(const char *settings);

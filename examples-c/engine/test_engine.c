@@ -18,8 +18,8 @@
  * counts the ASYNC calls answered EWOULDBLOCK and not yet retried, so a test can wait for a
  * connection to be parked. It registers for ON_DISCONNECT and counts disconnects (stat
  * "disconnects"), dropping that connection's TAP stream and pending ASYNC state. Configuration (parsed with the host's parse_config):
- * cache_size (size), name (string), verbose (bool), config_file; unknown keys fail initialize
- * with EINVAL. Values are raw bytes: unlike memcached, no trailing CRLF is expected.
+ * cache_size (size), name (string), verbose (bool: log the settings at initialize and each
+ * destroy, with its force flag), config_file; unknown keys fail initialize with EINVAL. Values are raw bytes: unlike memcached, no trailing CRLF is expected.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "engine_abi.h"
@@ -285,8 +285,11 @@ static ENGINE_ERROR_CODE te_initialize(ENGINE_HANDLE *h, const char *config) {
 }
 
 static void te_destroy(ENGINE_HANDLE *h, const bool force) {
-    (void)force;
     te_engine *e = te(h);
+    if (e->verbose) {
+        te_logger(e)->log(EXTENSION_LOG_INFO, NULL, "test engine %s: destroyed (force=%s)",
+                          e->name != NULL ? e->name : "(unnamed)", force ? "true" : "false");
+    }
     pthread_mutex_lock(&e->lock);
     e->gate_open = true; /* nothing may wait past destroy */
     pthread_cond_broadcast(&e->gate_cond);

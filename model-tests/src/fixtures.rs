@@ -4,7 +4,7 @@
 
 use mcb_core::bucket::{Engine, Env};
 use mcb_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use mcb_core::sync::{Arc, Mutex};
+use mcb_core::sync::{Arc, Condvar, Mutex, UnsafeCell};
 use std::time::Duration;
 
 /// How long [`Events::wait_for`] waits before it fails the test (a hang, not a timing).
@@ -24,9 +24,13 @@ pub const MISSING_ENGINE: &str = "missing.so";
 pub struct Events {
     loaded: AtomicUsize,
     destroyed: AtomicUsize,
+    forced: AtomicUsize,
     dropped: AtomicUsize,
     disconnects: AtomicUsize,
     notified: Mutex<Vec<Cookie>>,
+    /// Broadcast under `notified` after each delete notification, for
+    /// [`Events::await_notified`]: the shim's, so a loom model can block on it.
+    delete_notified: Condvar,
     /// Signalled after every event, for [`Events::wait_for`]. std's types, not the shim's: only
     /// tests on real threads wait on it, and a loom model should not explore the signal.
     signal: (std::sync::Mutex<()>, std::sync::Condvar),
@@ -43,6 +47,11 @@ impl Events {
         self.destroyed.load(Ordering::SeqCst)
     }
 
+    /// Engines destroyed with `force` (a forced DELETE's).
+    pub fn forced(&self) -> usize {
+        self.forced.load(Ordering::SeqCst)
+    }
+
     /// Engines dropped (their memory freed).
     pub fn dropped(&self) -> usize {
         self.dropped.load(Ordering::SeqCst)
@@ -56,6 +65,16 @@ impl Events {
     /// Cookies told that their delete completed, in order.
     pub fn notified(&self) -> Vec<Cookie> {
         self.notified.lock().clone()
+    }
+
+    /// Blocks until the delete requested by `cookie` was notified, as a connection waits for
+    /// its DELETE's completion; for loom models (which report it as a deadlock if it never
+    /// comes). Real-thread tests use [`Events::wait_for`], which fails a hang in time.
+    pub fn await_notified(&self, cookie: Cookie) {
+        let mut notified = self.notified.lock();
+        while !notified.contains(&cookie) {
+            notified = self.delete_notified.wait(notified);
+        }
     }
 
     /// Blocks until `done` holds, re-checking after every event; fails the test if that takes
@@ -93,9 +112,18 @@ pub struct TestEngine {
     /// only the lifecycle's publication of the bucket makes it visible to calls.
     initialized: AtomicBool,
     destroyed: AtomicBool,
+    /// The memory of the items the engine handed out, which `destroy` frees as a real engine's
+    /// destroy does: a plain cell (a loom cell in models), so that a model reports a use of an
+    /// item that does not happen before the destroy, not only one whose flag check comes after.
+    items: UnsafeCell<bool>,
     calls: AtomicUsize,
     events: Arc<Events>,
 }
+
+// SAFETY: `items` is read by item uses and written once, by `destroy`, which the lifecycle
+// under test orders after every use (loom checks exactly that in the models); the rest is
+// atomic.
+unsafe impl Sync for TestEngine {}
 
 impl TestEngine {
     /// One proxied call: fails the test if the engine was destroyed.
@@ -111,6 +139,16 @@ impl TestEngine {
             "engine called after destroy"
         );
         self.calls.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// One call that reads an item the engine handed out (`get_item_info`, `release`): a call
+    /// that also reads the items' memory, which `destroy` frees.
+    pub fn read_item(&self) -> usize {
+        let calls = self.call();
+        // SAFETY: a read; `destroy`'s write happens after every use (see the `Sync` impl).
+        let live = self.items.with(|items| unsafe { *items });
+        assert!(live, "item read after destroy");
+        calls
     }
 
     /// Calls served so far.
@@ -131,9 +169,14 @@ impl Engine for TestEngine {
         Ok(())
     }
 
-    fn destroy(&self, _force: bool) {
+    fn destroy(&self, force: bool) {
         let again = self.destroyed.swap(true, Ordering::SeqCst);
         assert!(!again, "engine destroyed twice");
+        // SAFETY: the one write, after every use (see the `Sync` impl).
+        self.items.with_mut(|items| unsafe { *items = false });
+        self.events
+            .forced
+            .fetch_add(usize::from(force), Ordering::SeqCst);
         self.events.destroyed.fetch_add(1, Ordering::SeqCst);
         self.events.happened();
     }
@@ -180,6 +223,7 @@ impl Env for TestEnv {
         Ok(TestEngine {
             initialized: AtomicBool::new(false),
             destroyed: AtomicBool::new(false),
+            items: UnsafeCell::new(true),
             calls: AtomicUsize::new(0),
             events: Arc::clone(&self.events),
         })
@@ -189,6 +233,7 @@ impl Env for TestEnv {
         let mut notified = self.events.notified.lock();
         assert!(!notified.contains(&cookie), "delete notified twice");
         notified.push(cookie);
+        self.events.delete_notified.notify_all();
         drop(notified);
         self.events.happened();
     }

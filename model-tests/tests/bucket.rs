@@ -498,3 +498,107 @@ fn bucket_create_publishes_initialised_engine_broken_relaxed_start() {
         create_races_call,
     );
 }
+
+// ---- Proof 6: a delete completes with an item held; its engine goes after the last hold.
+
+/// Two gets racing the delete each hand out an item (the call, then the item held past it, as
+/// a connection holds one while memcached sends it). The delete completes while the items are
+/// out (each holder waits for its notification), the items still reach their engine
+/// afterwards, and the engine is destroyed once, after the last came back: never while a call
+/// or an item's use is inside (the test engine's item memory is a loom cell that destroy
+/// writes and every such use reads).
+fn hold_races_delete() {
+    let (env, registry) = registry_with("b");
+    let bucket = registry.find("b").expect("running");
+    let handle = Arc::clone(bucket.arc());
+    drop(bucket);
+    let holders: Vec<_> = (0..2)
+        .map(|_| {
+            let (env, registry, handle) = (env.clone(), registry.clone(), Arc::clone(&handle));
+            thread::spawn(move || {
+                // The get: inside the bucket (its engine finds the item), then the item held
+                // past the call.
+                let Some(lease) = registry.enter(&handle) else {
+                    return; // the delete came first
+                };
+                lease.read_item();
+                let hold = lease.into_hold();
+                env.events().await_notified(7);
+                hold.engine().read_item();
+                drop(hold);
+            })
+        })
+        .collect();
+    registry.delete("b", 7, false).expect("delete");
+    for holder in holders {
+        holder.join().unwrap();
+    }
+    registry.join_shutdowns();
+    assert_eq!(env.events().notified(), [7], "the delete never completed");
+    assert_eq!(
+        env.events().destroyed(),
+        1,
+        "the engine outlived its last hold"
+    );
+    registry.destroy();
+    assert_eq!(env.events().destroyed(), 1);
+}
+
+#[test]
+fn bucket_delete_completes_with_a_hold_out() {
+    check(hold_races_delete);
+}
+
+#[test]
+fn bucket_delete_completes_with_a_hold_out_broken_destroy_ignores_holds() {
+    caught(
+        Mutant::DestroyIgnoresHolds,
+        "engine called after destroy",
+        hold_races_delete,
+    );
+}
+
+#[test]
+fn bucket_delete_completes_with_a_hold_out_broken_hold_counted_after_leave() {
+    caught(
+        Mutant::HoldCountedAfterLeave,
+        "engine called after destroy",
+        hold_races_delete,
+    );
+}
+
+#[test]
+fn bucket_delete_completes_with_a_hold_out_broken_relaxed_unhold() {
+    caught(
+        Mutant::UnholdRelaxed,
+        "Causality violation",
+        hold_races_delete,
+    );
+}
+
+#[test]
+fn bucket_delete_completes_with_a_hold_out_broken_unlocked_notify() {
+    caught(
+        Mutant::ReleaseWakesWithoutLock,
+        "deadlock",
+        hold_races_delete,
+    );
+}
+
+/// Global destroy races the drop of the last hold of a deleted bucket, whose worker may be
+/// waiting for it: the engine is destroyed exactly once (by the worker, woken by either, or by
+/// global destroy when it came before the worker began), and global destroy does not hang.
+#[test]
+fn bucket_global_destroy_races_the_last_hold() {
+    check(|| {
+        let (env, registry) = registry_with("b");
+        let bucket = registry.find("b").expect("running");
+        let hold = registry.enter(bucket.arc()).expect("running").into_hold();
+        drop(bucket);
+        registry.delete("b", 7, false).expect("delete");
+        let dropper = thread::spawn(move || drop(hold));
+        registry.destroy();
+        dropper.join().unwrap();
+        assert_eq!(env.events().destroyed(), 1);
+    });
+}

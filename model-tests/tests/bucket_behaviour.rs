@@ -302,18 +302,84 @@ fn delete_under_load_from_many_threads() {
     assert_eq!(env.events().destroyed(), 1);
 }
 
+/// An item handed out (a hold) does not delay the delete: the bucket goes at once, its name
+/// is free for a bucket of its own, and the engine is destroyed when the last hold is dropped,
+/// still answering the holds until then (the seed's testapp "delete bucket" keeps an item).
 #[test]
-fn a_hold_keeps_the_engine_past_a_delete_until_dropped() {
+fn a_delete_completes_with_holds_out_and_the_last_hold_lets_the_engine_go() {
     let (env, registry) = plain();
     let bucket = registry.create("a", "test.so", "").expect("create");
-    let hold = registry.enter(bucket.arc()).expect("running").into_hold();
-    registry.delete("a", 1, false).expect("delete");
-    // Counted in like a call in flight: the shutdown cannot even start.
-    assert_eq!(bucket.state(), State::Stopping);
-    assert!(registry.enter(bucket.arc()).is_none(), "no new calls");
-    assert_eq!(hold.engine().call(), 1, "the held engine still answers");
-    assert_eq!(env.events().destroyed(), 0, "destroyed under a hold");
-    drop(hold);
+    let first = registry.enter(bucket.arc()).expect("running").into_hold();
+    let second = registry.enter(bucket.arc()).expect("running").into_hold();
+    assert_eq!(
+        (bucket.holds(), bucket.clients()),
+        (2, 0),
+        "holds are not calls"
+    );
+    registry.delete("a", 1, true).expect("delete");
     wait_notified(&env, 1);
-    assert_eq!(env.events().destroyed(), 1);
+    assert_eq!(bucket.state(), State::Stopped);
+    assert!(registry.find("a").is_none());
+    assert!(registry.list().is_empty());
+    assert!(registry.enter(bucket.arc()).is_none(), "no new calls");
+    assert_eq!(registry.delete("a", 2, false), Err(DeleteError::NotFound));
+    let again = registry
+        .create("a", "test.so", "")
+        .expect("the name is free");
+    assert_eq!(
+        again.holds(),
+        0,
+        "the new bucket shares nothing with the old"
+    );
+    assert_eq!(
+        first.engine().read_item(),
+        1,
+        "the held engine still answers"
+    );
+    drop(first);
+    assert_eq!(
+        second.engine().read_item(),
+        2,
+        "and still after the first hold went"
+    );
+    assert_eq!(env.events().destroyed(), 0, "destroyed under a hold");
+    drop(second);
+    env.events()
+        .wait_for("the last hold lets the engine go", |events| {
+            events.destroyed() == 1
+        });
+    assert_eq!(
+        env.events().forced(),
+        1,
+        "the delete's force reaches the destroy"
+    );
+    let fresh = registry.enter(again.arc()).expect("running").call();
+    assert_eq!(fresh, 1, "the new bucket's engine is another one");
+}
+
+/// Global destroy comes before the last hold: it destroys the held engine (once), and the
+/// hold dropped afterwards destroys nothing (the seed's testapp "delete bucket shutdwn race").
+#[test]
+fn global_destroy_destroys_a_held_engine_once() {
+    let (env, registry) = plain();
+    let deleted = registry.create("a", "test.so", "").expect("create");
+    let kept = registry.create("b", "test.so", "").expect("create");
+    let of_deleted = registry.enter(deleted.arc()).expect("running").into_hold();
+    let of_kept = registry.enter(kept.arc()).expect("running").into_hold();
+    registry.delete("a", 1, false).expect("delete");
+    wait_notified(&env, 1);
+    assert_eq!(env.events().destroyed(), 0, "destroyed under a hold");
+    registry.destroy();
+    assert_eq!(
+        env.events().destroyed(),
+        2,
+        "both engines, the held ones included"
+    );
+    drop(of_deleted);
+    drop(of_kept);
+    assert_eq!(
+        env.events().destroyed(),
+        2,
+        "destroyed again by a late hold"
+    );
 }

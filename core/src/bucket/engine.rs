@@ -13,7 +13,8 @@ pub trait Engine: Send + Sync + 'static {
     /// Prepares the engine with its configuration string. Runs once, with no lock held.
     fn initialize(&self, config: &str) -> Result<(), String>;
 
-    /// Shuts the engine down. Runs once, when no call is inside and none can enter.
+    /// Shuts the engine down. Runs once, when no call is inside and none can enter, and no item
+    /// the engine handed out is still held (unless global destroy came first).
     fn destroy(&self, force: bool);
 
     /// A connection attached to this bucket closed (the engine's ON_DISCONNECT callback, for

@@ -26,6 +26,30 @@
 //! X: STOPPING or STOPPED) and the stripes (all after D), it reads all zeros and attempts the
 //! CAS; if it fails, someone else already won it.
 //!
+//! # Held items: the delete completes, the engine stays until the last item is back
+//!
+//! An item the engine handed out (to a connection, until it gives the item back) is a *hold*
+//! ([`Hold`](super::Hold)): not a call inside, so it does not keep the bucket from STOPPED, and
+//! the delete completes with holds outstanding; but the engine is destroyed only once the count
+//! of holds (`holds`) is back to zero, or at global destroy.
+//!
+//! *No hold is counted after STOPPED.* A hold is made from a lease (a client that entered),
+//! and counted before that lease leaves. STOPPED is never reached while a client is inside
+//! (above), and the STOPPED winner's SeqCst stripe loads read that lease's decrement or a later
+//! read-modify-write of its stripe, so they synchronise with it (a release sequence): the
+//! shutdown worker, spawned after the CAS, sees every hold counted. From its first look on,
+//! the count only goes down, so "zero" seen once stays zero.
+//!
+//! *The engine is destroyed once, after the last hold, never while a call is inside.* Only the
+//! shutdown worker destroys a deleted bucket's engine (global destroy destroys only what is
+//! still in the registry, and waits for the workers first). It does so at once if it saw no
+//! hold, else once it reads zero under the shutdown mutex. Its load is Acquire and every hold's
+//! decrement is Release, and all decrements are read-modify-writes, so reading zero
+//! synchronises with every one of them: each held item's last engine call (made while its hold
+//! lived) happens before the destroy. No client is inside after STOPPED. The wake-up cannot be
+//! missed (see `shutdown.rs`). At global destroy the worker stops waiting and destroys with
+//! holds outstanding: the host makes no call then or after, so no held item is used again.
+//!
 //! `retain` uses the same handshake with `refcount` in place of the stripes, so a lookup that
 //! races the shutdown worker either sees the bucket stopping and backs out, or is seen by the
 //! worker's wait for the last reference.
@@ -52,8 +76,12 @@ pub struct Handle<E: Engine> {
     clients: Clients,
     /// References: the registry's, each connection's, each reservation's, each temporary lookup.
     refcount: AtomicUsize,
+    /// Items the engine handed out that are not back yet (each a [`Hold`](super::Hold)): the
+    /// engine is destroyed only once none is left, or at global destroy.
+    holds: AtomicUsize,
     force: AtomicBool,
-    /// The connection that asked for the delete, told when the engine is gone.
+    /// The connection that asked for the delete, told once no call is inside (by then the
+    /// engine is gone, unless items of it are still held).
     pending_delete: Mutex<Option<E::Cookie>>,
     shutdown: Arc<Shutdown>,
     engine: E,
@@ -76,6 +104,7 @@ impl<E: Engine> Handle<E> {
             state: AtomicU8::new(State::Null as u8),
             clients: Clients::new(),
             refcount: AtomicUsize::new(1),
+            holds: AtomicUsize::new(0),
             force: AtomicBool::new(false),
             pending_delete: Mutex::new(None),
             shutdown,
@@ -103,6 +132,12 @@ impl<E: Engine> Handle<E> {
     pub fn refcount(&self) -> usize {
         // Relaxed: informational.
         self.refcount.load(Ordering::Relaxed)
+    }
+
+    /// Items of the engine held right now (a snapshot, for stats and tests).
+    pub fn holds(&self) -> usize {
+        // Relaxed: informational.
+        self.holds.load(Ordering::Relaxed)
     }
 
     /// Whether the pending delete asked for a forced shutdown.
@@ -162,8 +197,37 @@ impl<E: Engine> Handle<E> {
         let before = self.refcount.fetch_sub(1, Ordering::SeqCst);
         debug_assert!(before > 0, "release without a reference");
         if before == 1 {
-            self.shutdown.references_gone();
+            self.shutdown.wake_workers();
         }
+    }
+
+    /// Counts one more held item. The caller is inside (it holds a lease, which leaves after
+    /// this): see "Held items" in the module docs.
+    pub(crate) fn hold(&self) {
+        // Relaxed: the caller's lease leaves after this increment, and the shutdown worker,
+        // the only reader that decides on it, starts after the last leave synchronised with
+        // the STOPPED CAS (module docs); the count cannot be at zero for it before then.
+        self.holds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A held item came back; the last one wakes the shutdown worker waiting to destroy.
+    pub(crate) fn unhold(&self) {
+        // Release: the held item's engine calls happen before the worker's Acquire load that
+        // sees the count at zero, and so before the destroy.
+        let order = mutant::ordering(Mutant::UnholdRelaxed, Ordering::Release, Ordering::Relaxed);
+        let before = self.holds.fetch_sub(1, order);
+        debug_assert!(before > 0, "unhold without hold");
+        if before == 1 {
+            self.shutdown.wake_workers();
+        }
+    }
+
+    /// Whether an item is still held (read by the shutdown worker, the last time under the
+    /// shutdown mutex).
+    pub(crate) fn is_held(&self) -> bool {
+        // Acquire: pairs with `unhold`'s Release decrements (all of them, through the release
+        // sequence of read-modify-writes): the destroy that follows a zero sees their calls.
+        self.holds.load(Ordering::Acquire) > 0
     }
 
     /// Whether any reference is left (read by the shutdown worker under the shutdown mutex).

@@ -11,9 +11,19 @@
 //! neither lookups, nor calls, nor the creation of other buckets, and a second create of the
 //! same name answers "exists" at once.
 //!
-//! A call in flight is a [`Lease`] (or, kept past its return, a [`Hold`]) that
-//! [`Registry::enter`] hands out; dropping it counts the call out through the registry, which
-//! starts the bucket's shutdown when that call was the last one out of a deleted bucket.
+//! A call in flight is a [`Lease`] that [`Registry::enter`] hands out; dropping it counts the
+//! call out through the registry, which starts the bucket's shutdown when that call was the
+//! last one out of a deleted bucket. An item the engine handed out keeps a [`Hold`] (made from
+//! the lease of the call that handed it out): not a call, so a delete completes without it,
+//! but the engine is destroyed only after the last hold is dropped, or at global destroy.
+//!
+//! # A delete, step by step
+//! The bucket stops taking calls at once (STOPPING). Once the last call is out (STOPPED), its
+//! shutdown worker destroys the engine if no item of it is held (the seed's order), unlinks the
+//! name (free for a new CREATE, which gets a bucket of its own), and tells the deleting
+//! connection. If items are held, the worker then waits for the last one to come back, or for
+//! global destroy, and destroys the engine then. Last it waits for the last reference (the
+//! connections still attached get the seed's answers meanwhile) and frees the bucket.
 
 use super::config::Config;
 use super::engine::{Engine, Env};
@@ -231,8 +241,9 @@ impl<V: Env> Registry<V> {
     }
 
     /// Starts deleting bucket `name` on behalf of `cookie` (the seed's DELETE): the bucket stops
-    /// taking calls now; once the last call left, a worker destroys its engine, unlinks the
-    /// name and tells `cookie` through [`Env::notify_deleted`].
+    /// taking calls now; once the last call left, a worker unlinks the name and tells `cookie`
+    /// through [`Env::notify_deleted`], and destroys the engine before that, or, while items of
+    /// it are held, after the last one came back (see the module docs).
     pub fn delete(
         &self,
         name: &str,
@@ -292,10 +303,10 @@ impl<V: Env> Registry<V> {
         }
     }
 
-    /// Global destroy: stops waiting workers, waits for them, then destroys every engine left
-    /// (the seed's `bucket_destroy`). Idempotent. The host calls it once no connection makes
-    /// calls any more; connections that still hold references keep the memory alive, never an
-    /// engine.
+    /// Global destroy: stops waiting workers (one waiting for held items destroys its engine
+    /// now), waits for them, then destroys every engine left (the seed's `bucket_destroy`).
+    /// Idempotent. The host calls it once no connection makes calls any more; connections that
+    /// still hold references or items keep the memory alive, never an engine.
     pub fn destroy(&self) {
         let inner = &self.inner;
         // AcqRel: the first caller alone proceeds; a later caller sees all of its work.
@@ -371,18 +382,27 @@ impl<V: Env> Inner<V> {
         }
     }
 
-    /// The shutdown worker for one bucket.
+    /// The shutdown worker for one bucket (see "A delete, step by step").
     fn shut_down(&self, handle: Arc<Handle<V::Engine>>) {
         if !self.shutdown.worker_begin() {
             return; // global destroy began first and destroys it with the rest
         }
-        handle.engine_unguarded().destroy(handle.force_shutdown());
+        let destroy = || handle.engine_unguarded().destroy(handle.force_shutdown());
+        // No hold is counted after STOPPED, so a count seen at zero stays zero (handle.rs).
+        let held = handle.is_held() && !mutant::active(Mutant::DestroyIgnoresHolds);
+        if !held {
+            destroy();
+        }
         // Unlink first, so the name can be created again while references drain.
         self.unlink(&handle);
         if let Some(cookie) = handle.take_pending_delete() {
             self.env.notify_deleted(cookie);
         }
-        self.shutdown.wait_unreferenced(|| handle.is_referenced());
+        if held {
+            self.shutdown.wait_while(|| handle.is_held());
+            destroy();
+        }
+        self.shutdown.wait_while(|| handle.is_referenced());
         handle.mark_freed();
         drop(handle);
         self.shutdown.worker_end();
@@ -417,44 +437,46 @@ impl<'a, V: Env> Lease<'a, V> {
 }
 
 impl<V: Env> Lease<'_, V> {
-    /// Keeps this call counted in the bucket after the lease ends, as a [`Hold`]: what an item
-    /// the engine handed out keeps, so that the engine is destroyed only after the item went
-    /// back to it, even if the bucket is deleted meanwhile (a DELETE waits for a hold as it
-    /// waits for a call in flight). Allocates nothing.
-    pub fn into_hold(self) -> Hold<V> {
-        let hold = Hold {
-            registry: self.registry.clone(),
-            handle: Arc::clone(self.handle),
-            stripe: self.stripe,
-        };
-        // The count moves to the hold, which counts out when dropped.
-        std::mem::forget(self);
-        hold
+    /// Ends this call, keeping its engine as a [`Hold`]: what an item the engine handed out
+    /// keeps, so that the engine is destroyed only after the item went back to it, even if the
+    /// bucket is deleted meanwhile (the delete completes without waiting for it; see the
+    /// module docs). Allocates nothing.
+    pub fn into_hold(self) -> Hold<V::Engine> {
+        let handle = Arc::clone(self.handle);
+        if mutant::active(Mutant::HoldCountedAfterLeave) {
+            drop(self);
+            handle.hold();
+            return Hold { handle };
+        }
+        // Counted while the call is still inside: the shutdown worker, which starts only
+        // after the last call left, sees it (see "Held items" in handle.rs).
+        handle.hold();
+        drop(self);
+        Hold { handle }
     }
 }
 
-/// A call kept open past its return (see [`Lease::into_hold`]): the bucket's engine stays
-/// usable, whatever the bucket's state, until the hold is dropped.
-pub struct Hold<V: Env> {
-    registry: Registry<V>,
-    handle: Arc<Handle<V::Engine>>,
-    stripe: usize,
+/// An item's hold on the engine that handed it out (see [`Lease::into_hold`]): the engine
+/// stays usable, whatever the bucket's state, until the hold is dropped (or global destroy).
+/// Not a call in flight: the bucket may stop, and its delete complete, while holds are out.
+pub struct Hold<E: Engine> {
+    handle: Arc<Handle<E>>,
 }
 
-impl<V: Env> Hold<V> {
+impl<E: Engine> Hold<E> {
     /// The engine this hold keeps.
-    pub fn engine(&self) -> &V::Engine {
+    pub fn engine(&self) -> &E {
         self.handle.engine_unguarded()
     }
 }
 
-impl<V: Env> Drop for Hold<V> {
+impl<E: Engine> Drop for Hold<E> {
     fn drop(&mut self) {
-        self.registry.leave(&self.handle, self.stripe);
+        self.handle.unhold();
     }
 }
 
-impl<V: Env> fmt::Debug for Hold<V> {
+impl<E: Engine> fmt::Debug for Hold<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Hold").field(&self.handle.name()).finish()
     }

@@ -2,7 +2,9 @@
 //!
 //! As in the seed, a deleted bucket is destroyed by a worker thread of its own (a connection's
 //! thread must not block while other connections leave the engine), and global destroy first
-//! stops those workers from waiting any longer, then waits until they are gone.
+//! stops those workers from waiting any longer, then waits until they are gone. A worker waits
+//! twice: for the last item of its engine that a connection still holds (then it destroys the
+//! engine), and for the last reference (then it frees the bucket).
 //!
 //! # No missed wake-up (the seed's argument, kept)
 //! `release` decrements the count without the mutex and then, if it reached zero, takes the
@@ -10,6 +12,7 @@
 //! read a non-zero count, the decrement to zero is later in the count's modification order; its
 //! thread takes the mutex after that (so after the worker's check, and the worker only lets
 //! the mutex go by sleeping): the broadcast reaches a sleeping worker. The same holds for the
+//! count of held items (whose last decrement broadcasts the same way) and for the
 //! `in_progress` flag, which is written under the mutex.
 
 use crate::sync::mutant::{self, Mutant};
@@ -18,7 +21,7 @@ use crate::sync::{Condvar, Mutex};
 /// What the shutdown mutex guards.
 #[derive(Debug, Default)]
 struct Progress {
-    /// Global destroy has begun: workers stop waiting for references.
+    /// Global destroy has begun: workers stop waiting for references and held items.
     in_progress: bool,
     /// Workers between their start and their end.
     workers: usize,
@@ -28,21 +31,23 @@ struct Progress {
 #[derive(Debug, Default)]
 pub(crate) struct Shutdown {
     progress: Mutex<Progress>,
-    /// Broadcast when a bucket loses its last reference, or global destroy begins.
-    references: Condvar,
+    /// Broadcast when a bucket loses its last reference or its last held item, or global
+    /// destroy begins.
+    released: Condvar,
     /// Signalled when the last worker ends during global destroy.
     workers_done: Condvar,
 }
 
 impl Shutdown {
-    /// Wakes the workers waiting for references (called by the release that reached zero).
-    pub(crate) fn references_gone(&self) {
+    /// Wakes the waiting workers (called by the release of a bucket's last reference, or of its
+    /// last held item).
+    pub(crate) fn wake_workers(&self) {
         if mutant::active(Mutant::ReleaseWakesWithoutLock) {
-            self.references.notify_all();
+            self.released.notify_all();
             return;
         }
         let _progress = self.progress.lock();
-        self.references.notify_all();
+        self.released.notify_all();
     }
 
     /// Registers a worker; `false` if global destroy already began (it then owns the bucket).
@@ -55,18 +60,19 @@ impl Shutdown {
         true
     }
 
-    /// Waits until the bucket has no reference left (`is_referenced`, read under the mutex, says
-    /// whether it still has one), or global destroy began.
-    pub(crate) fn wait_unreferenced(&self, is_referenced: impl Fn() -> bool) {
+    /// Waits while `busy` holds (read under the mutex: the bucket still has a reference, or a
+    /// held item, whose release to none calls [`Shutdown::wake_workers`]), or until global
+    /// destroy began.
+    pub(crate) fn wait_while(&self, busy: impl Fn() -> bool) {
         let mut progress = self.progress.lock();
         if mutant::active(Mutant::WorkerWaitsWithoutRecheck) {
             if !progress.in_progress {
-                drop(self.references.wait(progress));
+                drop(self.released.wait(progress));
             }
             return;
         }
-        while is_referenced() && !progress.in_progress {
-            progress = self.references.wait(progress);
+        while busy() && !progress.in_progress {
+            progress = self.released.wait(progress);
         }
     }
 
@@ -83,7 +89,7 @@ impl Shutdown {
     pub(crate) fn begin_global(&self) {
         let mut progress = self.progress.lock();
         progress.in_progress = true;
-        self.references.notify_all();
+        self.released.notify_all();
         while progress.workers > 0 {
             progress = self.workers_done.wait(progress);
         }

@@ -69,6 +69,15 @@ pub enum Mutant {
     SetSkipsBump,
     /// The recache token is checked, then taken, in two steps instead of one read-modify-write.
     TokenCheckThenTake,
+    /// The shutdown worker destroys a deleted bucket's engine at once, as the delete
+    /// completes, while items of it are still held.
+    DestroyIgnoresHolds,
+    /// `Lease::into_hold` counts the hold after its lease left, not before: the shutdown may
+    /// start in between and miss it.
+    HoldCountedAfterLeave,
+    /// `Handle::unhold` decrements Relaxed instead of Release: the destroy need not happen after
+    /// the held item's last call.
+    UnholdRelaxed,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.

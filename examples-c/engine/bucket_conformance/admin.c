@@ -1,7 +1,8 @@
 /*
  * admin.c: the admin commands. CREATE (its failures, invalid names, a slow engine initialize),
- * DELETE (its configs, waiting for calls in flight), LIST, SELECT, the deprecated opcodes, who
- * may use them, malformed packets, and admin commands running concurrently.
+ * DELETE (its configs, waiting for calls in flight, not for items held), LIST, SELECT, the
+ * deprecated opcodes, who may use them, malformed packets, and admin commands running
+ * concurrently.
  *
  * What these tests assume where the issue leaves a detail open (the seed's behaviour unless
  * said otherwise); the library must match these:
@@ -21,8 +22,10 @@
  *    any length a key carries) is refused: either a reply with status EINVAL or NOT_STORED
  *    (the seed's, which issue 12 requires), or ENGINE_EINVAL / ENGINE_DISCONNECT with no reply.
  *  - DELETE: body "" or a config with `force` (bool). EWOULDBLOCK, then notify_io_complete
- *    with ENGINE_SUCCESS on the deleting connection once the engine is destroyed (even while
- *    other connections still hold the bucket), then SUCCESS on the retried identical call.
+ *    with ENGINE_SUCCESS on the deleting connection once no call is inside the bucket (even
+ *    while other connections still hold the bucket, or items of it), then SUCCESS on the
+ *    retried identical call. The engine is destroyed (with the `force` given) before the
+ *    notification when no item of it is held, else after the last held item came back.
  *    Unknown name (or one already being deleted): KEY_ENOENT "Not found.". A bad or unknown
  *    config key: EINVAL "Invalid config parameters", bucket untouched.
  *  - LIST: status SUCCESS, names of RUNNING buckets separated by one space, in any order; an
@@ -868,6 +871,53 @@ void test_admin_create_bad_name_not_stored(void) {
     longer[251] = '\0';
     CHECK(create_ok(a, longer));
     CHECK_EQ_INT(delete_bucket(a, longer, NULL), PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    mh_conn_close(a);
+    teardown();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Issue 22: a delete completes while a connection still holds one of the bucket's items
+ */
+
+/*
+ * A DELETE meeting a client that holds a large value (a GET's item, which memcached holds
+ * while it sends the value): the delete completes without waiting for the client, the value is
+ * still whole afterwards, and the engine goes once the client released it, with the DELETE's
+ * force.
+ */
+void test_admin_delete_meets_client_holding_large_value(void) {
+    fail_fast();
+    if (!boot_base()) {
+        return;
+    }
+    mh_conn *a = admin_conn();
+    CHECK(create_logged(a, "big", "big"));
+    mh_conn *c = user_conn("big");
+    enum { LARGE = 1 << 20 };
+    char *value = malloc(LARGE + 1);
+    CHECK(value != NULL);
+    if (value == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < LARGE; i++) {
+        value[i] = (char)('a' + i % 26);
+    }
+    value[LARGE] = '\0';
+    CHECK_EQ_INT(store(c, "large", value, OPERATION_SET, 0, NULL), ENGINE_SUCCESS);
+    item *it = NULL;
+    CHECK_EQ_INT(V->get(H, c, &it, "large", 5, 0), ENGINE_SUCCESS);
+    int since = mh_log_lines();
+    CHECK_EQ_INT(delete_bucket(a, "big", "force=true"), PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    CHECK(list_is(a, ""));
+    CHECK_EQ_INT(engine_destroys(since, "big"), 0);
+    if (it != NULL) {
+        CHECK(item_reads(c, it, "large", value));
+        V->release(H, c, it);
+    }
+    CHECK(await_engine_destroyed(since, "big"));
+    CHECK(engine_destroyed_forced(since, "big"));
+    free(value);
+    mh_conn_close(c);
     mh_conn_close(a);
     teardown();
 }

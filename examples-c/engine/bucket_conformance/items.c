@@ -1,8 +1,9 @@
 /*
  * items.c: items and holds. The proxied engine calls (on a connection with no bucket, on its
  * bucket, on a deleted one; unknown opcodes), calls without a connection (a NULL cookie), items
- * going back to the engine that made them, and the holds that items and calls in flight keep
- * on their bucket while it is deleted.
+ * going back to the engine that made them, calls in flight that keep a deleted bucket from
+ * stopping, and items held across a delete, which completes while their engine stays until
+ * the last of them came back.
  *
  * What these tests assume where the issue leaves a detail open (the seed's behaviour unless
  * said otherwise); the library must match these:
@@ -13,6 +14,11 @@
  *    get_item_info false, errinfo 0; release, item_set_cas and reset_stats do nothing. A
  *    connection still attached to a deleted bucket stays on it (gets DISCONNECT) even after a
  *    new bucket of that name exists.
+ *  - Items held across a DELETE (issue 22): the delete completes once no call is inside, as
+ *    the seed's does, whatever items connections still hold; get_item_info, item_set_cas and
+ *    release of such an item still reach the engine that made it, and that engine is destroyed
+ *    (once, with the DELETE's force) after the last of its items came back, or at global
+ *    destroy. The test engine logs each destroy ("test engine NAME: destroyed (force=...)").
  */
 #include "suite.h"
 
@@ -411,23 +417,24 @@ void test_items_follow_their_engine_across_select(void) {
     teardown();
 }
 
-/* A bucket deleted while a SET's value is still arriving: the item (allocated, not yet
- * stored) still reads and goes back to its engine, and the engine is destroyed only after
- * that, when the delete completes. */
+/* A bucket deleted while a SET's value is still arriving: the delete completes at once (an
+ * item held is no call inside), the item (allocated, not yet stored) still reads and goes back
+ * to its engine, its store gets DISCONNECT, and the engine is destroyed only after the release. */
 void test_delete_while_set_value_arriving(void) {
+    fail_fast();
     if (!boot_base()) {
         return;
     }
     mh_conn *a = admin_conn();
     mh_conn *a2 = admin_conn();
-    CHECK(create_ok(a, "gone"));
+    CHECK(create_logged(a, "gone", "gone"));
     mh_conn *c = user_conn("gone");
     item *it = NULL;
     CHECK_EQ_INT(V->allocate(H, c, &it, "k", 1, 5, 0, 0), ENGINE_SUCCESS);
     int since = mh_log_lines();
-    CHECK_EQ_INT(cmds(a, DELETE_BUCKET, "gone", NULL), ENGINE_EWOULDBLOCK);
-    /* The item holds the engine: the bucket stays STOPPING, its engine alive. */
-    CHECK_EQ_STR(stat_of(a2, "bucket", "gone"), "stopping");
+    CHECK_EQ_INT(delete_bucket(a, "gone", NULL), PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    CHECK_EQ_INT(stats(a2, "bucket"), ENGINE_SUCCESS);
+    CHECK(mh_conn_stat(a2, "gone") == NULL);
     item_info info = {.nvalue = 1};
     CHECK(V->get_item_info(H, c, it, &info));
     if (info.value[0].iov_len == 5) {
@@ -435,13 +442,155 @@ void test_delete_while_set_value_arriving(void) {
     }
     uint64_t cas = 0;
     CHECK_EQ_INT(V->store(H, c, it, &cas, OPERATION_SET, 0), ENGINE_DISCONNECT);
+    CHECK_EQ_INT(engine_destroys(since, "gone"), 0);
     V->release(H, c, it);
+    CHECK(await_engine_destroyed(since, "gone"));
     CHECK(!mh_log_contains(since, "Potential memory leak"));
-    /* Now the delete completes. */
-    CHECK_EQ_INT(mh_conn_wait_io(a, IO_TIMEOUT_MS), ENGINE_SUCCESS);
-    CHECK_REPLY(cmds(a, DELETE_BUCKET, "gone", NULL), a, PROTOCOL_BINARY_RESPONSE_SUCCESS);
     mh_conn_close(c);
     mh_conn_close(a2);
     mh_conn_close(a);
     teardown();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Issue 22: a delete completes while a connection still holds one of the bucket's items
+ */
+
+/*
+ * The seed's testapp "delete bucket": a connection keeps an item of the bucket (allocated, not
+ * released) while the admin deletes it. The delete completes as the seed's does: notified,
+ * SUCCESS on the retry, "Not found." for a second one, no longer listed, and the connection
+ * still attached gets the seed's answers. The held item still reaches the engine that made it
+ * (get_item_info reads it, item_set_cas stamps it, release gives it back), and that engine is
+ * destroyed once, after the release.
+ */
+void test_delete_completes_with_item_held(void) {
+    fail_fast();
+    if (!boot_base()) {
+        return;
+    }
+    mh_conn *a = admin_conn();
+    CHECK(create_logged(a, "someuser", "someuser"));
+    mh_conn *c = user_conn("someuser");
+    int since = mh_log_lines();
+    item *it = held_item(c, "somekey", "the value");
+    CHECK_EQ_INT(delete_bucket(a, "someuser", "force=false"), PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    CHECK_REPLY(cmds(a, DELETE_BUCKET, "someuser", "force=false"), a,
+                PROTOCOL_BINARY_RESPONSE_KEY_ENOENT);
+    CHECK(list_is(a, ""));
+    CHECK_EQ_INT(stats(a, "bucket"), ENGINE_SUCCESS);
+    CHECK(mh_conn_stat(a, "someuser") == NULL);
+    expect_all_disconnected(c); /* its unrecorded items log that they reach no engine */
+    int quiet = mh_log_lines();
+    CHECK_EQ_INT(engine_destroys(since, "someuser"), 0);
+    if (it != NULL) {
+        CHECK(item_reads(c, it, "somekey", "the value"));
+        V->item_set_cas(H, c, it, 4242);
+        item_info info = {.nvalue = 1};
+        CHECK(V->get_item_info(H, c, it, &info));
+        CHECK(info.cas == 4242);
+        CHECK_EQ_INT(engine_destroys(since, "someuser"), 0);
+        V->release(H, c, it);
+    }
+    CHECK(await_engine_destroyed(since, "someuser"));
+    CHECK(!mh_log_contains(quiet, "Potential memory leak"));
+    CHECK(!mh_log_contains(quiet, "no longer there"));
+    mh_conn_close(c);
+    mh_conn_close(a);
+    teardown();
+    CHECK_EQ_INT(engine_destroys(since, "someuser"), 1);
+}
+
+/*
+ * The seed's testapp "delete bucket (same connection)": the admin deleting the bucket is
+ * attached to it (SELECT) and holds an item of it too, beside another connection's. The delete
+ * completes, the admin is detached (no default bucket: DISCONNECT), and both items still go
+ * back to the old engine, which is destroyed after the second release, not the first.
+ */
+void test_delete_completes_with_item_held_same_connection(void) {
+    fail_fast();
+    if (!boot_base()) {
+        return;
+    }
+    mh_conn *a = admin_conn();
+    CHECK(create_logged(a, "someuser", "someuser"));
+    CHECK_REPLY(cmds(a, SELECT_BUCKET, "someuser", NULL), a, PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    mh_conn *c = user_conn("someuser");
+    int since = mh_log_lines();
+    item *mine = held_item(a, "adminkey", "admin's value");
+    item *theirs = held_item(c, "somekey", "the value");
+    CHECK_EQ_INT(delete_bucket(a, "someuser", "force=false"), PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    item *none = NULL;
+    CHECK_EQ_INT(V->allocate(H, a, &none, "k", 1, 1, 0, 0), ENGINE_DISCONNECT);
+    CHECK_EQ_INT(V->allocate(H, c, &none, "k", 1, 1, 0, 0), ENGINE_DISCONNECT);
+    CHECK(list_is(a, ""));
+    if (mine != NULL) {
+        CHECK(item_reads(a, mine, "adminkey", "admin's value"));
+        V->release(H, a, mine);
+    }
+    CHECK_EQ_INT(engine_destroys(since, "someuser"), 0); /* the other item still holds it */
+    if (theirs != NULL) {
+        CHECK(item_reads(c, theirs, "somekey", "the value"));
+        V->release(H, c, theirs);
+    }
+    CHECK(await_engine_destroyed(since, "someuser"));
+    CHECK(!mh_log_contains(since, "Potential memory leak"));
+    mh_conn_close(c);
+    mh_conn_close(a);
+    teardown();
+    CHECK_EQ_INT(engine_destroys(since, "someuser"), 1);
+}
+
+/*
+ * A new CREATE of the name while the old engine still has an item held (a GET's, as memcached
+ * holds one while it sends the value): the new bucket has an engine of its own. The old item
+ * reads and is stamped in the old engine only, the new bucket's item of the same key keeps its
+ * value and CAS, the connection still attached to the old bucket is not moved to the new one,
+ * and releasing the old item destroys the old engine alone.
+ */
+void test_create_reuses_name_while_old_engine_held(void) {
+    fail_fast();
+    if (!boot_base()) {
+        return;
+    }
+    mh_conn *a = admin_conn();
+    CHECK(create_logged(a, "x", "x-old"));
+    mh_conn *c = user_conn("x");
+    CHECK_EQ_INT(store(c, "k", "old", OPERATION_SET, 0, NULL), ENGINE_SUCCESS);
+    item *old = NULL;
+    CHECK_EQ_INT(V->get(H, c, &old, "k", 1, 0), ENGINE_SUCCESS);
+    int since = mh_log_lines();
+    CHECK_EQ_INT(delete_bucket(a, "x", NULL), PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    CHECK(create_logged(a, "x", "x-new"));
+    CHECK(list_is(a, "x"));
+    mh_conn *d = user_conn("x");
+    CHECK_EQ_STR(stat_of(d, NULL, "engine_name"), "x-new");
+    char buf[16];
+    CHECK_EQ_INT(get(d, "k", buf, sizeof(buf), NULL), ENGINE_KEY_ENOENT);
+    uint64_t new_cas = 0;
+    CHECK_EQ_INT(store(d, "k", "new", OPERATION_SET, 0, &new_cas), ENGINE_SUCCESS);
+    CHECK_EQ_INT(get(c, "k", buf, sizeof(buf), NULL), ENGINE_DISCONNECT);
+    if (old != NULL) {
+        CHECK(item_reads(c, old, "k", "old"));
+        V->item_set_cas(H, c, old, new_cas + 1000);
+        item_info info = {.nvalue = 1};
+        CHECK(V->get_item_info(H, c, old, &info));
+        CHECK(info.cas == new_cas + 1000);
+        uint64_t cas = 0;
+        CHECK_EQ_INT(get(d, "k", buf, sizeof(buf), &cas), ENGINE_SUCCESS);
+        CHECK_EQ_STR(buf, "new");
+        CHECK(cas == new_cas);
+        CHECK_EQ_INT(engine_destroys(since, "x-old"), 0);
+        V->release(H, c, old);
+    }
+    CHECK(await_engine_destroyed(since, "x-old"));
+    CHECK_EQ_INT(engine_destroys(since, "x-new"), 0);
+    CHECK(has(d, "k", "new"));
+    CHECK_EQ_STR(stat_of(d, NULL, "engine_name"), "x-new");
+    mh_conn_close(d);
+    mh_conn_close(c);
+    mh_conn_close(a);
+    teardown();
+    CHECK_EQ_INT(engine_destroys(since, "x-old"), 1);
+    CHECK_EQ_INT(engine_destroys(since, "x-new"), 1);
 }

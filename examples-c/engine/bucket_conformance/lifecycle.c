@@ -8,7 +8,9 @@
  * said otherwise); the library must match these:
  *  - Global destroy returns while a deleted bucket still waits for a connection's reference,
  *    and by the time it returns has released every host stats block it took
- *    (mh_live_stats() == 0), except the one of a bucket a connection still holds.
+ *    (mh_live_stats() == 0), except the one of a bucket a connection still holds. It also
+ *    returns while a connection still holds an item of a deleted bucket, and destroys that
+ *    bucket's engine (once) itself.
  *  - ON_CONNECT, ON_AUTH (auto_create defaults to true; a missing bucket without auto_create
  *    leaves the connection with no bucket) and ON_DISCONNECT as the seed; a disconnect while
  *    an engine holds a reservation frees the connection's state at the last release and drops
@@ -583,6 +585,38 @@ void test_destroy_while_bucket_deleting(void) {
     mh_engine_unload(eng, false);
     eng = NULL;
     CHECK(mh_live_stats() <= 1); /* the survivor may keep its bucket's memory alive */
+    mh_shutdown();
+}
+
+/* Kept reachable on purpose, as destroy_survivor: memcached never closes connections, nor
+ * releases their items, after destroy. */
+static mh_conn *volatile race_survivor;
+static item *volatile race_item;
+
+/*
+ * The seed's testapp "delete bucket shutdwn race": a connection keeps an item it stored, the
+ * bucket is deleted (the delete completes), and global destroy runs with the item still held:
+ * it neither hangs nor destroys the held engine twice, and destroys it once itself.
+ */
+void test_destroy_with_item_held_after_delete(void) {
+    fail_fast();
+    if (!boot_base()) {
+        return;
+    }
+    mh_conn *a = admin_conn();
+    CHECK(create_logged(a, "mybucket", "mybucket"));
+    race_survivor = user_conn("mybucket");
+    int since = mh_log_lines();
+    race_item = held_item(race_survivor, "somekey", "some value1");
+    uint64_t cas = 0;
+    CHECK_EQ_INT(V->store(H, race_survivor, race_item, &cas, OPERATION_SET, 0), ENGINE_SUCCESS);
+    CHECK_EQ_INT(delete_bucket(a, "mybucket", "force=false"), PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    CHECK_EQ_INT(engine_destroys(since, "mybucket"), 0);
+    mh_conn_close(a);
+    mh_engine_unload(eng, false); /* the alarm fails a hang */
+    eng = NULL;
+    CHECK_EQ_INT(engine_destroys(since, "mybucket"), 1);
+    CHECK(!engine_destroyed_forced(since, "mybucket"));
     mh_shutdown();
 }
 

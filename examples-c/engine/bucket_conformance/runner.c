@@ -104,6 +104,11 @@ static const test_case tests[] = {
     T(items_follow_their_engine_across_select),
     T(delete_while_set_value_arriving),
     T(tap_item_held_across_delete),
+    T(delete_completes_with_item_held),
+    T(delete_completes_with_item_held_same_connection),
+    T(destroy_with_item_held_after_delete),
+    T(admin_delete_meets_client_holding_large_value),
+    T(create_reuses_name_while_old_engine_held),
 };
 #undef T
 

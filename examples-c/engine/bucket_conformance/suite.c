@@ -251,10 +251,8 @@ ENGINE_ERROR_CODE create(mh_conn *c, const char *name, const char *path,
     return create_op(c, CREATE_BUCKET, name, path, config);
 }
 
-/* Creates a test-engine bucket whose engine knows its name (stat engine_name). */
-bool create_ok(mh_conn *admin, const char *name) {
-    char config[256];
-    snprintf(config, sizeof(config), "name=%s", name);
+/* Creates a test-engine bucket with this config; whether it succeeded. */
+static bool create_test_bucket(mh_conn *admin, const char *name, const char *config) {
     ENGINE_ERROR_CODE rc = create(admin, name, te_path, config);
     bool ok = rc == ENGINE_SUCCESS && admin->responses == 1 &&
               admin->resp_status == PROTOCOL_BINARY_RESPONSE_SUCCESS;
@@ -263,6 +261,19 @@ bool create_ok(mh_conn *admin, const char *name) {
         fprintf(stderr, "create %s: rc %d status 0x%x\n", name, (int)rc, admin->resp_status);
     }
     return ok;
+}
+
+/* Creates a test-engine bucket whose engine knows its name (stat engine_name). */
+bool create_ok(mh_conn *admin, const char *name) {
+    char config[256];
+    snprintf(config, sizeof(config), "name=%s", name);
+    return create_test_bucket(admin, name, config);
+}
+
+bool create_logged(mh_conn *admin, const char *name, const char *engine_name) {
+    char config[256];
+    snprintf(config, sizeof(config), "name=%s;verbose=true", engine_name);
+    return create_test_bucket(admin, name, config);
 }
 
 /*
@@ -429,4 +440,76 @@ bool library_mapped(const char *name) {
     }
     fclose(f);
     return found;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Held items and the engines they keep
+ */
+void fail_fast(void) {
+    if (io_timeout_ms > HANG_TIMEOUT_S * 1000) {
+        io_timeout_ms = HANG_TIMEOUT_S * 1000;
+    }
+    alarm((unsigned)(io_timeout_ms / 1000) + 10);
+}
+
+/* The line the test engine logs when `engine_name` is destroyed, up to its force flag. */
+static void destroyed_line(const char *engine_name, char *out, size_t outlen) {
+    snprintf(out, outlen, "test engine %s: destroyed", engine_name);
+}
+
+int engine_destroys(int since, const char *engine_name) {
+    char line[128];
+    destroyed_line(engine_name, line, sizeof(line));
+    return mh_log_count(since, line);
+}
+
+bool await_engine_destroyed(int since, const char *engine_name) {
+    char line[128];
+    destroyed_line(engine_name, line, sizeof(line));
+    bool destroyed = mh_log_wait(since, line, IO_TIMEOUT_MS);
+    if (!destroyed) {
+        fprintf(stderr, "never logged: \"%s\"\n", line);
+    }
+    return destroyed;
+}
+
+bool engine_destroyed_forced(int since, const char *engine_name) {
+    char line[128];
+    snprintf(line, sizeof(line), "test engine %s: destroyed (force=true)", engine_name);
+    return mh_log_contains(since, line);
+}
+
+item *held_item(mh_conn *c, const char *key, const char *value) {
+    item *it = NULL;
+    size_t n = strlen(value);
+    CHECK_EQ_INT(V->allocate(H, c, &it, key, strlen(key), n, 0, 0), ENGINE_SUCCESS);
+    if (it == NULL) {
+        return NULL;
+    }
+    item_info info = {.nvalue = 1};
+    CHECK(V->get_item_info(H, c, it, &info));
+    CHECK_EQ_INT(info.value[0].iov_len, n);
+    if (info.value[0].iov_len == n) {
+        memcpy(info.value[0].iov_base, value, n);
+    }
+    return it;
+}
+
+bool item_reads(mh_conn *c, const item *it, const char *key, const char *value) {
+    item_info info = {.nvalue = 1};
+    if (!V->get_item_info(H, c, it, &info)) {
+        fprintf(stderr, "get_item_info refused the item of key %s\n", key);
+        return false;
+    }
+    size_t nkey = strlen(key), n = strlen(value);
+    bool same = info.nkey == nkey && memcmp(info.key, key, nkey) == 0 &&
+                info.value[0].iov_len == n && memcmp(info.value[0].iov_base, value, n) == 0;
+    if (!same) {
+        /* The first bytes say enough (values may be large). */
+        int shown = info.value[0].iov_len < 64 ? (int)info.value[0].iov_len : 64;
+        fprintf(stderr, "the item reads \"%.*s\" = \"%.*s\" (%zu bytes), want \"%s\" = "
+                "\"%.64s\" (%zu bytes)\n", (int)info.nkey, (const char *)info.key, shown,
+                (const char *)info.value[0].iov_base, info.value[0].iov_len, key, value, n);
+    }
+    return same;
 }

@@ -149,6 +149,32 @@ void hold_finish(held_call *h);
 /* Whether the library `name` is mapped into this process. */
 bool library_mapped(const char *name);
 
+/*
+ * For a test whose failure is a hang: waits (IO_TIMEOUT_MS) end after HANG_TIMEOUT_S and the
+ * child's alarm rings a little later (the runner's allows the whole budget), so a hang fails
+ * in seconds.
+ */
+#define HANG_TIMEOUT_S 20
+void fail_fast(void);
+
+/*
+ * Creates a test-engine bucket whose engine is called engine_name and logs its destroy
+ * ("test engine <engine_name>: destroyed (force=...)"), which the next three look for in the
+ * lines logged since line `since` (mh_log_lines()).
+ */
+bool create_logged(mh_conn *admin, const char *name, const char *engine_name);
+int engine_destroys(int since, const char *engine_name);
+/* Waits (IO_TIMEOUT_MS) for that engine's destroy; whether it came. */
+bool await_engine_destroyed(int since, const char *engine_name);
+/* Whether that engine was destroyed with force=true. */
+bool engine_destroyed_forced(int since, const char *engine_name);
+
+/* An item held by the test: allocated with `value`, written and not released. */
+item *held_item(mh_conn *c, const char *key, const char *value);
+
+/* Whether `it`, read through get_item_info on c, has this key and value. */
+bool item_reads(mh_conn *c, const item *it, const char *key, const char *value);
+
 /* A reply with exactly this status (and ENGINE_SUCCESS returned). */
 #define CHECK_REPLY(rc, conn, status)                                                          \
     do {                                                                                       \
@@ -186,6 +212,7 @@ void test_concurrent_connect_disconnect(void);
 void test_destroy_with_buckets(void);
 void test_destroy_while_bucket_deleting(void);
 void test_sasl_user_without_bucket_uses_default(void);
+void test_destroy_with_item_held_after_delete(void);
 
 /* admin.c */
 void test_admin_create(void);
@@ -212,6 +239,7 @@ void test_malformed_body_over_64k(void);
 void test_malformed_empty_packets(void);
 void test_concurrent_admin_commands(void);
 void test_admin_create_bad_name_not_stored(void);
+void test_admin_delete_meets_client_holding_large_value(void);
 
 /* items.c */
 void test_proxied_calls_without_bucket(void);
@@ -222,6 +250,9 @@ void test_concurrent_delete_while_calls_in_flight(void);
 void test_null_cookie_means_default_bucket(void);
 void test_items_follow_their_engine_across_select(void);
 void test_delete_while_set_value_arriving(void);
+void test_delete_completes_with_item_held(void);
+void test_delete_completes_with_item_held_same_connection(void);
+void test_create_reuses_name_while_old_engine_held(void);
 
 /* tap.c */
 void test_tap_iterator_shim(void);

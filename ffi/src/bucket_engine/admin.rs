@@ -189,7 +189,10 @@ fn create(
 }
 
 /// DELETE: key = name, value = optional `force=true|false`. Answers EWOULDBLOCK; the shutdown
-/// worker's notify_io_complete makes the host retry, and the retry answers SUCCESS.
+/// worker's notify_io_complete makes the host retry, and the retry answers SUCCESS. It
+/// completes once no call is inside the bucket, as the seed's does, whatever items of it
+/// connections still hold: its engine is destroyed after the last of them came back (see
+/// `items`), with the `force` given here.
 ///
 /// # Safety
 /// `cookie` is the host's for the current call.

@@ -6,7 +6,7 @@
 //! bucket, never the default), as in the seed. A NULL cookie means the default bucket.
 //!
 //! Items go back to the engine that made them ([`super::items`]): `allocate`, `get` and the TAP
-//! shim record each item they hand out with a hold on its bucket; `release`, `get_item_info`
+//! shim record each item they hand out with a hold on its engine; `release`, `get_item_info`
 //! and `item_set_cas` find it there. An item recorded nowhere (a NULL cookie's) goes to the
 //! connection's bucket, else the default one (the seed tried only the connection's own bucket,
 //! so a connection using the default bucket leaked every item).
@@ -14,7 +14,7 @@
 use super::conn;
 use super::instance::{instance, log_warning};
 use super::items::{self, ItemHolds};
-use super::loader::{DlEngine, DlEnv};
+use super::loader::DlEngine;
 use crate::abi::*;
 use crate::boundary::guard;
 use mcb_core::bucket::topkeys::TopKeyOp;
@@ -44,7 +44,7 @@ pub(crate) unsafe fn proxied<T>(
 
 /// As [`proxied`] for the calls that hand out an item (`allocate`, `get`, a TAP step): when
 /// `handed` says the answer gave one, the item `call` wrote to `*out` is recorded on the
-/// connection with a hold on the bucket (see [`super::items`]).
+/// connection with a hold on the engine (see [`super::items`]).
 ///
 /// # Safety
 /// As for [`proxied`]; `out` is the host's out-parameter, which the engine writes when `handed`
@@ -136,7 +136,7 @@ unsafe fn with_item_engine<T>(
 ///
 /// # Safety
 /// As for [`proxied`].
-unsafe fn take_hold(cookie: *const c_void, item: *const item) -> Option<Hold<DlEnv>> {
+unsafe fn take_hold(cookie: *const c_void, item: *const item) -> Option<Hold<DlEngine>> {
     // SAFETY: the caller's contract.
     unsafe { records(cookie) }.find_map(|holds| holds.take(item))
 }
@@ -243,7 +243,8 @@ pub(crate) unsafe extern "C" fn release(
         };
         // SAFETY: the host's cookie for this call.
         let released = match unsafe { take_hold(cookie, item) } {
-            // The hold kept the engine alive; dropping it afterwards may let it be destroyed.
+            // The hold kept the engine alive; dropping it afterwards may let the shutdown
+            // worker of a deleted bucket destroy it.
             Some(hold) => give_back(hold.engine()),
             // SAFETY: as above.
             None => unsafe { proxied(cookie, false, false, give_back) },

@@ -5,15 +5,18 @@
 //! on the same cookie. Those calls must reach the engine that made the item, whichever bucket
 //! the connection is attached to by then (the default bucket, another one after SELECT, none
 //! after its bucket was deleted), and that engine must still exist. So each item handed out on
-//! a connection keeps a [`Hold`] on its bucket, recorded in the connection's [`ItemHolds`]
-//! until its release: the engine is destroyed only after the last of its items came back,
-//! even when its bucket was deleted while a SET's value was still arriving.
+//! a connection keeps a [`Hold`] on its engine, recorded in the connection's [`ItemHolds`]
+//! until its release. A hold does not delay a DELETE of the bucket (it completes as the seed's
+//! does, once no call is inside), but the engine is destroyed only after the last of its items
+//! came back, or at global destroy: a bucket deleted while a SET's value is still arriving, or
+//! while a large value is still being sent, is gone for everyone else at once, and its engine
+//! follows when the item is released.
 //!
 //! A connection's list is reused, so the call path allocates nothing once it has held as many
 //! items at once as it ever will. Items still held when a connection's state is freed (a host
 //! that fires ON_DISCONNECT before releasing them) move to one process-wide list.
 
-use super::loader::{DlEngine, DlEnv};
+use super::loader::DlEngine;
 use crate::abi::item;
 use mcb_core::bucket::Hold;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,20 +24,20 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Items held, each with the hold on the bucket whose engine made it.
 #[derive(Default)]
-pub(crate) struct ItemHolds(Mutex<Vec<(usize, Hold<DlEnv>)>>);
+pub(crate) struct ItemHolds(Mutex<Vec<(usize, Hold<DlEngine>)>>);
 
 impl ItemHolds {
     const fn new() -> Self {
         Self(Mutex::new(Vec::new()))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<(usize, Hold<DlEnv>)>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<(usize, Hold<DlEngine>)>> {
         // A panic while locked (a bug of ours, caught at the boundary) leaves a usable list.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records that `item` came from the engine `hold` keeps.
-    pub(crate) fn add(&self, item: *mut item, hold: Hold<DlEnv>) {
+    pub(crate) fn add(&self, item: *mut item, hold: Hold<DlEngine>) {
         self.lock().push((item as usize, hold));
     }
 
@@ -51,7 +54,7 @@ impl ItemHolds {
 
     /// Takes `item`'s record out, if it is here: the caller releases the item to
     /// `hold.engine()`, then drops the hold.
-    pub(crate) fn take(&self, item: *const item) -> Option<Hold<DlEnv>> {
+    pub(crate) fn take(&self, item: *const item) -> Option<Hold<DlEngine>> {
         let mut held = self.lock();
         let at = held.iter().position(|(i, _)| *i == item as usize)?;
         Some(held.swap_remove(at).1)
