@@ -32,6 +32,23 @@ impl Cookie {
     pub fn as_ptr(&self) -> *const c_void {
         self.0.cookie_ptr()
     }
+
+    /// Fires ON_CONNECT for this connection (before its first engine call).
+    pub fn connected(&self) {
+        self.fire_bare(ON_CONNECT);
+    }
+
+    /// Fires ON_DISCONNECT for this connection (when it ends).
+    pub fn disconnected(&self) {
+        self.fire_bare(ON_DISCONNECT);
+    }
+
+    /// Fires `kind`, one of the events that carry no data.
+    fn fire_bare(&self, kind: ENGINE_EVENT_TYPE) {
+        // SAFETY: ON_CONNECT and ON_DISCONNECT (our two callers) carry no data; the cookie is
+        // live (`self`; reservations the engine holds keep it alive after).
+        unsafe { callback::fire(kind, std::ptr::null(), self.as_ptr()) };
+    }
 }
 
 /// Where a connection is, as `stats conns` names it (memcached's state names).

@@ -1,11 +1,16 @@
 //! A connection's non-blocking buffers. [`Input`] grows with the bytes that arrive (never with
-//! the size a header declares) and is given back when drained; [`Output`] queues encoded bytes
-//! and held items ([`Value`]), written from the engine's memory as the socket accepts them, so
-//! a reply naming many large items never exists whole in memory.
+//! the size a header declares) and is given back when drained; a storage command's value goes
+//! past it, straight into its item ([`Landing`]: one `readv` fills the rest of the value and the
+//! input buffer's free space together); [`Output`] queues encoded bytes and held items
+//! ([`Value`]), written from the engine's memory as the socket accepts them, so a reply naming
+//! many large items never exists whole in memory, and a batch of answers leaves in one
+//! `writev`.
 
-use crate::engine::Value;
+#![deny(unsafe_code)]
+
+use crate::engine::{Blank, Value, IOVS};
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 
 /// What a drained buffer keeps (larger ones are given back: an idle connection stays small).
 const KEEP: usize = 4 * 1024;
@@ -84,8 +89,15 @@ impl Input {
     }
 
     /// One read from `r` into the free end of the buffer, which grows only when the bytes
-    /// already arrived fill it; 0 at end of stream.
-    pub fn read_from(&mut self, r: &mut impl Read) -> io::Result<usize> {
+    /// already arrived fill it; 0 at end of stream. With a `landing` whose value is not yet
+    /// whole (and so with nothing buffered: the landing took it), the read is one `readv` into
+    /// the rest of the value first, then the buffer.
+    pub fn read_from(
+        &mut self,
+        r: &mut impl Read,
+        landing: Option<&mut Landing>,
+    ) -> io::Result<usize> {
+        let mut landing = landing.filter(|l| !l.is_full());
         if self.end == self.buf.len() {
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
@@ -98,10 +110,18 @@ impl Input {
         }
         loop {
             let room = self.buf.len() - self.end;
-            match r.read(&mut self.buf[self.end..]) {
-                Ok(n) => {
-                    self.end += n;
-                    self.drained = n < room;
+            let read = match landing.as_deref_mut() {
+                None => r.read(&mut self.buf[self.end..]).map(|n| (n, 0)),
+                Some(l) => l.read_with(r, &mut self.buf[self.end..]),
+            };
+            match read {
+                Ok((n, wanted)) => {
+                    let landed = n.min(wanted);
+                    if let Some(l) = landing.as_deref_mut() {
+                        l.at += landed;
+                    }
+                    self.end += n - landed;
+                    self.drained = n < room + wanted;
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -111,6 +131,56 @@ impl Input {
                 }
             }
         }
+    }
+}
+
+/// A fresh item's value arriving: its bytes go straight into the item, copied from the input
+/// buffer as far as it reaches ([`Landing::take_from`]), then read from the socket into the
+/// item itself ([`Input::read_from`]).
+#[derive(Debug)]
+pub struct Landing {
+    blank: Blank<'static>,
+    /// Bytes of the value in place so far.
+    at: usize,
+}
+
+impl Landing {
+    pub fn new(blank: Blank<'static>) -> Landing {
+        Landing { blank, at: 0 }
+    }
+
+    /// Whether the whole value is in.
+    pub fn is_full(&self) -> bool {
+        self.at == self.blank.len()
+    }
+
+    /// The item, filled so far.
+    pub fn blank(&self) -> &Blank<'static> {
+        &self.blank
+    }
+
+    /// Moves buffered input into the value, as far as either reaches.
+    pub fn take_from(&mut self, input: &mut Input) {
+        let n = self.blank.write_at(self.at, input.buffered());
+        input.consume(n);
+        self.at += n;
+    }
+
+    /// One `readv` into the rest of the value, then `rest` (the input buffer's free space):
+    /// how many bytes it read, and how many of the value it wanted (the first of those bytes
+    /// are the value's).
+    fn read_with(&mut self, r: &mut impl Read, rest: &mut [u8]) -> io::Result<(usize, usize)> {
+        let wanted = self.blank.len() - self.at;
+        let mut slices: [IoSliceMut<'_>; IOVS + 1] =
+            std::array::from_fn(|_| IoSliceMut::new(&mut []));
+        let mut n = 0;
+        for piece in self.blank.unfilled(self.at) {
+            slices[n] = IoSliceMut::new(piece);
+            n += 1;
+        }
+        slices[n] = IoSliceMut::new(rest);
+        let read = r.read_vectored(&mut slices[..=n])?;
+        Ok((read, wanted))
     }
 }
 

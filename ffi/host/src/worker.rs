@@ -9,7 +9,8 @@
 //! its first byte chooses the protocol (0x80: binary, anything else: ASCII; `-B` may allow
 //! only one), as memcached's negotiation does.
 
-use crate::api::callback;
+#![deny(unsafe_code)]
+
 use crate::api::extension::log;
 use crate::conn::{Conn, Mailbox, State, Wake};
 use crate::counters::Stat;
@@ -81,6 +82,13 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+        }
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read_vectored(bufs),
+            Stream::Unix(s) => s.read_vectored(bufs),
         }
     }
 }
@@ -324,8 +332,7 @@ impl Worker {
             let conn = Conn::new(stream.fd(), wake, addr, listen_addr);
             self.ctx.connections.opened(&conn);
             let session = Session::new(self.ctx, conn, self.index);
-            // SAFETY: ON_CONNECT carries no data; the cookie is live (the session holds it).
-            unsafe { callback::fire(ON_CONNECT, std::ptr::null(), session.peer.cookie.as_ptr()) };
+            session.peer.cookie.connected();
             let client = Client {
                 stream,
                 session,
@@ -416,15 +423,7 @@ impl Worker {
             return;
         };
         let _ = self.poll.registry().deregister(c.stream.source());
-        // SAFETY: ON_DISCONNECT carries no data; the cookie is live (the session, dropped
-        // below, holds it; reservations the engine holds keep it alive after).
-        unsafe {
-            callback::fire(
-                ON_DISCONNECT,
-                std::ptr::null(),
-                c.session.peer.cookie.as_ptr(),
-            )
-        };
+        c.session.peer.cookie.disconnected();
         self.ctx.connections.closed(Some(&c.session.peer.conn));
         self.free.push(token);
     }
@@ -520,11 +519,16 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
             }
             Step::More => {}
             Step::NeedInput => {
+                let landing = match &mut c.proto {
+                    Proto::Ascii(p) => ascii::landing(p),
+                    Proto::Binary(p) => binary::landing(p),
+                    Proto::New => None,
+                };
                 let read = if s.input.take_drained() {
                     // A short read emptied the socket: skip the read that would block.
                     Err(io::ErrorKind::WouldBlock.into())
                 } else {
-                    s.input.read_from(&mut c.stream)
+                    s.input.read_from(&mut c.stream, landing)
                 };
                 match read {
                     Ok(0) => c.closing = true,
