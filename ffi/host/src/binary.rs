@@ -272,8 +272,35 @@ fn request(s: &mut Session, p: &mut Pending) -> Step {
     }
     s.input.consume(HEADER + h.bodylen);
     match flow {
-        Flow::Continue => Step::Done,
+        Flow::Continue => answered(h.opcode),
         Flow::Close => Step::Close,
+    }
+}
+
+/// How a served request ends its step: a quiet command (GETKQ, SETQ, ...) is a part of the
+/// batch a client pipelines, which the next loud one (NOOP, usually) ends, so it does not
+/// count as a request of its own towards the turn's `-R` (the batch is answered in one
+/// `writev`, as an ASCII multi-get is).
+fn answered(opcode: u8) -> Step {
+    let quiet = matches!(
+        opcode,
+        PROTOCOL_BINARY_CMD_GETQ
+            | PROTOCOL_BINARY_CMD_GETKQ
+            | PROTOCOL_BINARY_CMD_SETQ
+            | PROTOCOL_BINARY_CMD_ADDQ
+            | PROTOCOL_BINARY_CMD_REPLACEQ
+            | PROTOCOL_BINARY_CMD_DELETEQ
+            | PROTOCOL_BINARY_CMD_INCREMENTQ
+            | PROTOCOL_BINARY_CMD_DECREMENTQ
+            | PROTOCOL_BINARY_CMD_FLUSHQ
+            | PROTOCOL_BINARY_CMD_APPENDQ
+            | PROTOCOL_BINARY_CMD_PREPENDQ
+            | PROTOCOL_BINARY_CMD_GATQ
+    );
+    if quiet {
+        Step::More
+    } else {
+        Step::Done
     }
 }
 
@@ -377,7 +404,7 @@ fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
         (rc, _) => rc,
     };
     match answer(s.out.tail(), h, rc, cas, fill.quiet) {
-        Flow::Continue => Step::Done,
+        Flow::Continue => answered(h.opcode),
         Flow::Close => Step::Close,
     }
 }

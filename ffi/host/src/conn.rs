@@ -401,7 +401,8 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
     }
 }
 
-/// `ADD_RESPONSE`: a binary response to the current request (ASCII: its status only).
+/// `ADD_RESPONSE`: a binary response to the current request (ASCII: its status only; a packet
+/// the host built: recorded as it came).
 ///
 /// # Safety
 /// Each of `key`, `ext` and `body` is NULL with a zero length or points at that many readable
@@ -434,7 +435,14 @@ pub unsafe extern "C" fn add_response(
         };
         let mut sink = c.sink();
         sink.status = Some(status);
-        if !sink.ascii {
+        if let Some(answer) = &mut sink.answer {
+            answer.status = status;
+            answer.cas = cas;
+            answer.ext.clear();
+            answer.ext.extend_from_slice(ext);
+            answer.value.clear();
+            answer.value.extend_from_slice(body);
+        } else if !sink.ascii {
             let (opcode, opaque) = (sink.opcode, sink.opaque);
             encode_response(
                 &mut sink.buf,

@@ -15,83 +15,44 @@
 
 #![deny(unsafe_code)]
 
+use crate::codec::Answer;
 use crate::packet::Packet;
 use crate::session::{ok, Peer};
 use mcb_abi::abi::*;
 use mcb_abi::meta_ext::*;
 
-/// An engine's answer to a packet we built.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    cas: u64,
-    ext: Vec<u8>,
-    value: Vec<u8>,
-}
-
-/// What an engine said to a packet, before it is read as an answer: the call's code and, if
-/// it answered through `ADD_RESPONSE`, the last answer's status.
-type Said = (Result<(), ENGINE_ERROR_CODE>, Option<u16>);
-
-/// Sends the session's packet, built as `opcode` with these parts, and returns what the
-/// engine said, its answer's bytes appended to `answer` (binary-encoded).
-fn send(
-    peer: &Peer,
-    packet: &mut Packet,
-    opcode: u8,
-    parts: [&[u8]; 3],
-    answer: &mut Vec<u8>,
-) -> Said {
-    let [extras, key, value] = parts;
-    let Ok(packet) = packet.request(opcode, extras, key, value) else {
-        return (Err(ENGINE_EINVAL), None);
-    };
-    peer.open_sink(false, opcode, 0);
-    let engine = peer.engine();
-    let rc = peer.retry(|| ok(engine.unknown_command(&peer.cookie, packet)));
-    (rc, peer.take_sink(answer))
-}
-
-/// Sends `opcode` with these parts and reads the engine's answer (`ENGINE_ENOTSUP` when the
-/// engine does not know the opcode).
+/// Sends `opcode` with these parts and reads the engine's answer as it handed it
+/// (`ENGINE_ENOTSUP` when the engine does not know the opcode).
 fn call(
     peer: &Peer,
     packet: &mut Packet,
     opcode: u8,
-    parts: [&[u8]; 3],
+    [extras, key, value]: [&[u8]; 3],
 ) -> Result<Answer, ENGINE_ERROR_CODE> {
-    let mut answer = Vec::new();
-    match send(peer, packet, opcode, parts, &mut answer) {
+    let Ok(packet) = packet.request(opcode, extras, key, value) else {
+        return Err(ENGINE_EINVAL);
+    };
+    peer.open_answer(opcode);
+    let engine = peer.engine();
+    let rc = peer.retry(|| ok(engine.unknown_command(&peer.cookie, packet)));
+    match (rc, peer.take_answer()) {
         (Err(rc @ (ENGINE_EWOULDBLOCK | ENGINE_DISCONNECT)), _) => Err(rc),
-        (
-            _,
-            Some(PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND | PROTOCOL_BINARY_RESPONSE_NOT_SUPPORTED),
-        )
-        | (Ok(()), None) => Err(ENGINE_ENOTSUP),
-        (_, Some(status)) => parse_answer(status, &answer).ok_or(ENGINE_FAILED),
+        (_, Some(a))
+            if matches!(
+                a.status,
+                PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND | PROTOCOL_BINARY_RESPONSE_NOT_SUPPORTED
+            ) =>
+        {
+            Err(ENGINE_ENOTSUP)
+        }
+        (Ok(()), None) => Err(ENGINE_ENOTSUP),
+        (_, Some(a)) => Ok(a),
         (Err(ENGINE_KEY_ENOENT), None) => Ok(Answer {
             status: PROTOCOL_BINARY_RESPONSE_KEY_ENOENT,
-            cas: 0,
-            ext: Vec::new(),
-            value: Vec::new(),
+            ..Answer::default()
         }),
         (Err(rc), None) => Err(rc),
     }
-}
-
-/// A binary response packet's parts (it echoes no key).
-fn parse_answer(status: u16, packet: &[u8]) -> Option<Answer> {
-    let header = packet.get(..24)?;
-    let extlen = usize::from(header[4]);
-    let keylen = usize::from(u16::from_be_bytes([header[2], header[3]]));
-    let bodylen = u32::from_be_bytes(header[8..12].try_into().ok()?) as usize;
-    let body = packet.get(24..24 + bodylen)?;
-    Some(Answer {
-        status,
-        cas: u64::from_be_bytes(header[16..24].try_into().ok()?),
-        ext: body.get(..extlen)?.to_vec(),
-        value: body.get(extlen + keylen..)?.to_vec(),
-    })
 }
 
 /// An answer to one of our private opcodes, from an engine that knows them (see

@@ -5,6 +5,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::codec::Answer;
 use crate::conn::{Conn, Cookie};
 use crate::counters::{self, Registry, Stat, Tenant};
 use crate::engine::Engine;
@@ -307,6 +308,21 @@ impl Peer {
         sink.opaque = opaque;
         sink.status = None;
         sink.capture = None;
+        sink.answer = None;
+    }
+
+    /// Prepares the sink to record the engine's response to a packet of `opcode` the host built
+    /// (see [`crate::codec::Answer`]).
+    pub fn open_answer(&self, opcode: u8) {
+        self.open_sink(false, opcode, 0);
+        self.conn.sink().answer = Some(Answer::default());
+    }
+
+    /// The engine's response since [`Peer::open_answer`], if it gave one.
+    pub fn take_answer(&self) -> Option<Answer> {
+        let mut sink = self.conn.sink();
+        let answer = sink.answer.take();
+        sink.status.and(answer)
     }
 
     /// Moves what the engine's callbacks produced into `out`; the status of its last response.

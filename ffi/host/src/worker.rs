@@ -14,6 +14,7 @@
 use crate::api::extension::log;
 use crate::conn::{Conn, Mailbox, State, Wake};
 use crate::counters::Stat;
+use crate::io::Buffers;
 use crate::options::Protocol;
 use crate::session::{Ctx, Session, Step};
 use crate::{ascii, binary};
@@ -165,6 +166,7 @@ pub fn spawn(index: usize, ctx: &'static Ctx) -> io::Result<Handle> {
                 clients: Vec::new(),
                 free: Vec::new(),
                 again: Vec::new(),
+                buffers: Buffers::default(),
             }
             .run()
         })?;
@@ -228,6 +230,8 @@ struct Worker {
     free: Vec<usize>,
     /// Connections that yielded after `-R` requests, to run again after other events.
     again: Vec<usize>,
+    /// The input buffers the connections borrow.
+    buffers: Buffers,
 }
 
 impl Worker {
@@ -376,11 +380,24 @@ impl Worker {
         if c.parked {
             return;
         }
-        let mut served = 0;
+        let mut turn = Turn {
+            now: Instant::now(),
+            limit,
+            served: 0,
+            steps: 0,
+        };
+        let buffers = &mut self.buffers;
+        c.session.out.lend(buffers);
         // A panic (a bug of ours) ends this connection only.
         let outcome = mcb_abi::boundary::guard(Err(()), || {
-            run(c, self.ctx, limit, &mut served).map_err(|_| ())
+            run(c, self.ctx, &mut turn, buffers).map_err(|_| ())
         });
+        c.session.out.give_back(buffers);
+        if turn.served > 0 {
+            c.active = turn.now;
+            let since_start = turn.now.saturating_duration_since(self.ctx.started);
+            c.session.peer.conn.answered_at(since_start.as_secs());
+        }
         c.session.peer.conn.set_state(state_of(c, &outcome));
         match outcome {
             Ok(Wait::Socket) => self.watch(token),
@@ -459,25 +476,60 @@ fn state_of(c: &Client, outcome: &Result<Wait, ()>) -> State {
     }
 }
 
+/// One connection's turn on its worker: when it began (the time its progress is noted at), and
+/// what it may still do before it yields to the others.
+struct Turn {
+    now: Instant,
+    /// `-R`: requests answered before yielding.
+    limit: usize,
+    served: usize,
+    /// Steps of any kind: a stream of parts of requests (quiet gets, each a part of a binary
+    /// multi-get) yields too, after [`STEPS_PER_REQUEST`] times the limit.
+    steps: usize,
+}
+
+/// How many steps a turn may take per request it may answer (see [`Turn::steps`]).
+const STEPS_PER_REQUEST: usize = 16;
+
+impl Turn {
+    /// Counts a step (`answered`: it ended a request); whether the turn is over.
+    fn step(&mut self, answered: bool) -> bool {
+        self.steps += 1;
+        self.served += usize::from(answered);
+        self.served >= self.limit || self.steps >= self.limit * STEPS_PER_REQUEST
+    }
+}
+
 /// Writes what the socket accepts of the session's output, noting progress (and the bytes
 /// written) when bytes went out; whether all of it is out.
-fn flush(s: &mut Session, stream: &mut Stream, active: &mut Instant) -> io::Result<bool> {
+fn flush(
+    s: &mut Session,
+    stream: &mut Stream,
+    active: &mut Instant,
+    now: Instant,
+) -> io::Result<bool> {
     let before = s.out.len();
     let all_out = s.out.write_to(stream)?;
     let written = before - s.out.len();
     if written > 0 {
-        *active = Instant::now();
+        *active = now;
         s.peer.add(Stat::BytesWritten, written as u64);
     }
     Ok(all_out)
 }
 
 /// The connection's loop: steps while input is buffered and output has room.
-fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> io::Result<Wait> {
+fn run(
+    c: &mut Client,
+    ctx: &'static Ctx,
+    turn: &mut Turn,
+    buffers: &mut Buffers,
+) -> io::Result<Wait> {
     let s = &mut c.session;
+    let now = turn.now;
     loop {
         if s.out.is_full() || c.closing {
-            let all_out = flush(s, &mut c.stream, &mut c.active)?;
+            let all_out = flush(s, &mut c.stream, &mut c.active, now)?;
             if c.closing && all_out {
                 return Ok(Wait::Closed);
             }
@@ -505,19 +557,13 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
             Proto::Ascii(p) => ascii::step(s, p),
             Proto::Binary(p) => binary::step(s, p),
         };
+        if matches!(step, Step::Done | Step::More) && turn.step(step == Step::Done) {
+            s.peer.count(Stat::ConnYields);
+            flush(s, &mut c.stream, &mut c.active, now)?;
+            return Ok(Wait::Again);
+        }
         match step {
-            Step::Done => {
-                c.active = Instant::now();
-                let since_start = c.active.saturating_duration_since(ctx.started);
-                s.peer.conn.answered_at(since_start.as_secs());
-                *served += 1;
-                if *served >= limit {
-                    s.peer.count(Stat::ConnYields);
-                    flush(s, &mut c.stream, &mut c.active)?;
-                    return Ok(Wait::Again);
-                }
-            }
-            Step::More => {}
+            Step::Done | Step::More => {}
             Step::NeedInput => {
                 let landing = match &mut c.proto {
                     Proto::Ascii(p) => ascii::landing(p),
@@ -528,17 +574,17 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
                     // A short read emptied the socket: skip the read that would block.
                     Err(io::ErrorKind::WouldBlock.into())
                 } else {
-                    s.input.read_from(&mut c.stream, landing)
+                    s.input.read_from(&mut c.stream, landing, buffers)
                 };
                 match read {
                     Ok(0) => c.closing = true,
                     Ok(n) => {
-                        c.active = Instant::now();
+                        c.active = now;
                         s.peer.add(Stat::BytesRead, n as u64);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        flush(s, &mut c.stream, &mut c.active)?;
-                        s.input.release_if_empty();
+                        flush(s, &mut c.stream, &mut c.active, now)?;
+                        s.input.release_if_empty(buffers);
                         return Ok(Wait::Socket);
                     }
                     Err(e) => return Err(e),
@@ -551,7 +597,7 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
                     continue;
                 }
                 c.parked = true;
-                flush(s, &mut c.stream, &mut c.active)?;
+                flush(s, &mut c.stream, &mut c.active, now)?;
                 // The notification may have come between the check and now.
                 if let Some(status) = s.peer.conn.take_io() {
                     c.parked = false;

@@ -31,7 +31,10 @@ fn ascii_values_arrive_whole_in_any_pieces() {
     assert_eq!(c.line(), "VALUE big 3 700000");
     let mut got = vec![0; value.len() + 2];
     c.r.read_exact(&mut got).expect("the value");
-    assert!(got[..value.len()] == value[..], "the value came back changed");
+    assert!(
+        got[..value.len()] == value[..],
+        "the value came back changed"
+    );
     assert_eq!(&got[value.len()..], b"\r\n");
     assert_eq!(c.line(), "END");
     // `ms` data goes the same way.
@@ -42,7 +45,10 @@ fn ascii_values_arrive_whole_in_any_pieces() {
     assert_eq!(c.line(), "HD");
     assert_eq!(c.line(), "VA 700000 s700000");
     c.r.read_exact(&mut got).expect("the value");
-    assert!(got[..value.len()] == value[..], "the ms value came back changed");
+    assert!(
+        got[..value.len()] == value[..],
+        "the ms value came back changed"
+    );
 }
 
 #[test]
@@ -74,6 +80,9 @@ fn binary_values_arrive_whole_with_the_next_request_behind() {
     assert_eq!(b.recv().opcode, 0x0a, "every SETQ stored quietly");
     for i in 0..50u32 {
         let r = b.get(format!("k{i}").as_bytes());
-        assert!(r.value == pattern(3000 + i as usize * 97), "value {i} changed");
+        assert!(
+            r.value == pattern(3000 + i as usize * 97),
+            "value {i} changed"
+        );
     }
 }
