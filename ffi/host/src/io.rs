@@ -20,7 +20,7 @@ const OUTPUT_KEEP: usize = 2 * OUTPUT_HIGH;
 /// a whole small request, or a 10 KB value with its header, at once.
 const BUFFER: usize = 16 * 1024;
 /// Most buffers a worker keeps for its connections to borrow.
-const POOLED: usize = 64;
+const POOLED: usize = 16;
 /// Queued bytes past which a connection stops producing output until the socket drains.
 pub const OUTPUT_HIGH: usize = 64 * 1024;
 /// Values up to this size are copied into the output; larger ones are held and written from
