@@ -1,12 +1,12 @@
 //! memcached's ASCII protocol: get/gets, gat/gats and touch (through the engine's
 //! `unknown_command` as binary GAT 0x1d and TOUCH 0x1c, when the engine implements them),
 //! set/add/replace/append/prepend/cas, delete, incr/decr, stats, flush_all, version,
-//! verbosity, quit, shutdown, cache_memlimit, and memcached 1.6's meta commands ([`meta`]; `ms`
+//! verbosity, quit, shutdown, cache_memlimit, and memcached 1.6's meta commands (`meta`; `ms`
 //! data arrives as a set's).
 //!
 //! In three layers, as Pelikan's protocol crates are: [`parse`] turns a line into a
-//! [`parse::Command`] borrowing its bytes (no engine call); [`execute`] and [`meta`] run it
-//! against the engine; [`compose`] (and `meta` for its own answers) writes the reply. Around
+//! [`parse::Command`] borrowing its bytes (no engine call); `execute` and `meta` run it
+//! against the engine; `compose` (and `meta` for its own answers) writes the reply. Around
 //! them, a connection is a state machine ([`Pending`]) its worker steps ([`step`]): a command
 //! runs once its line is buffered; a storage command's data goes straight into the allocated
 //! item, copied from what is buffered and then read from the socket into the item itself
