@@ -11,15 +11,19 @@
 //! `MAX_PACKET` ends the connection (after an error response where one can be framed), as
 //! memcached 1.6 does: the stream cannot be trusted past them.
 
+#![deny(unsafe_code)]
+
 use crate::api::extension::log;
 use crate::api::log::set_log_level;
 use crate::api::logger::level_of_verbosity;
 use crate::api::server_core::{to_rel_time, MEMCACHED_VERSION};
 use crate::codec::{encode_head, encode_response, Response, HEADER, KEY_MAX};
 use crate::counters::{Op, Stat};
-use crate::engine::{copy_into, Arith, Item, StoreOp, Value};
-use crate::io::{Output, COPY_MAX};
-use crate::session::{ok, Aligned, Flow, Peer, Session, Step};
+use crate::engine::{Arith, Blank, StoreOp, Value};
+use crate::ext;
+use crate::io::{Landing, Output, COPY_MAX};
+use crate::packet::Packet;
+use crate::session::{ok, Flow, Peer, Session, Step};
 use crate::stats::{self, End};
 use mcb_abi::abi::*;
 
@@ -183,16 +187,22 @@ pub enum Pending {
     Swallow(usize),
 }
 
-/// A storage command's item and how much of its value arrived.
+/// A storage command's item, its value arriving.
 #[derive(Debug)]
 pub struct Fill {
-    item: Item<'static>,
+    landing: Landing,
     h: Header,
     op: StoreOp,
     quiet: bool,
-    /// Value bytes copied into the item so far, of `len`.
-    at: usize,
-    len: usize,
+}
+
+/// The item a connection's value is arriving into, when it is: its worker reads the socket
+/// straight into it.
+pub fn landing(p: &mut Pending) -> Option<&mut Landing> {
+    match p {
+        Pending::Data(fill) => Some(&mut fill.landing),
+        _ => None,
+    }
 }
 
 /// Runs the connection's next step: a request whose header is buffered, or the rest of one.
@@ -262,8 +272,35 @@ fn request(s: &mut Session, p: &mut Pending) -> Step {
     }
     s.input.consume(HEADER + h.bodylen);
     match flow {
-        Flow::Continue => Step::Done,
+        Flow::Continue => answered(h.opcode),
         Flow::Close => Step::Close,
+    }
+}
+
+/// How a served request ends its step: a quiet command (GETKQ, SETQ, ...) is a part of the
+/// batch a client pipelines, which the next loud one (NOOP, usually) ends, so it does not
+/// count as a request of its own towards the turn's `-R` (the batch is answered in one
+/// `writev`, as an ASCII multi-get is).
+fn answered(opcode: u8) -> Step {
+    let quiet = matches!(
+        opcode,
+        PROTOCOL_BINARY_CMD_GETQ
+            | PROTOCOL_BINARY_CMD_GETKQ
+            | PROTOCOL_BINARY_CMD_SETQ
+            | PROTOCOL_BINARY_CMD_ADDQ
+            | PROTOCOL_BINARY_CMD_REPLACEQ
+            | PROTOCOL_BINARY_CMD_DELETEQ
+            | PROTOCOL_BINARY_CMD_INCREMENTQ
+            | PROTOCOL_BINARY_CMD_DECREMENTQ
+            | PROTOCOL_BINARY_CMD_FLUSHQ
+            | PROTOCOL_BINARY_CMD_APPENDQ
+            | PROTOCOL_BINARY_CMD_PREPENDQ
+            | PROTOCOL_BINARY_CMD_GATQ
+    );
+    if quiet {
+        Step::More
+    } else {
+        Step::Done
     }
 }
 
@@ -306,7 +343,7 @@ fn allocate(s: &mut Session, p: &mut Pending, h: &Header, op: StoreOp, quiet: bo
     peer.storing(key, &allocated, op == OPERATION_SET);
     peer.detail(key, Op::Set);
     s.input.consume(head);
-    let mut item = match allocated {
+    let item = match allocated {
         Ok(item) => item,
         Err(rc) => {
             *p = Pending::Swallow(len);
@@ -316,28 +353,24 @@ fn allocate(s: &mut Session, p: &mut Pending, h: &Header, op: StoreOp, quiet: bo
             };
         }
     };
-    if item.value_mut().is_none() {
+    let Some(blank) = Blank::of(item, len) else {
         status_reply(s.out.tail(), h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
         *p = Pending::Swallow(len);
         return Step::More;
-    }
+    };
     *p = Pending::Data(Box::new(Fill {
-        item,
+        landing: Landing::new(blank),
         h: *h,
         op,
         quiet,
-        at: 0,
-        len,
     }));
     Step::More
 }
 
-/// Copies arriving value bytes into the item; stores it once whole.
+/// Moves arriving value bytes into the item; stores it once whole.
 fn data(s: &mut Session, p: &mut Pending, mut fill: Box<Fill>) -> Step {
-    let copied = copy_into(&mut fill.item, fill.at, s.input.buffered());
-    s.input.consume(copied);
-    fill.at += copied;
-    if fill.at < fill.len {
+    fill.landing.take_from(&mut s.input);
+    if !fill.landing.is_full() {
         *p = Pending::Data(fill);
         return Step::NeedInput;
     }
@@ -349,14 +382,15 @@ fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
     let peer = &s.peer;
     let engine = peer.engine();
     let h = &fill.h;
-    engine.item_set_cas(&fill.item, h.cas);
+    let item = fill.landing.blank().item();
+    engine.item_set_cas(item, h.cas);
     let op = match fill.op {
         OPERATION_SET | OPERATION_REPLACE if h.cas != 0 => OPERATION_CAS,
         op => op,
     };
     let mut cas = h.cas;
     let rc = peer
-        .retry(|| ok(engine.store(&fill.item, &mut cas, op, h.vbucket)))
+        .retry(|| ok(engine.store(item, &mut cas, op, h.vbucket)))
         .err()
         .unwrap_or(ENGINE_SUCCESS);
     let rc = match (rc, op) {
@@ -370,7 +404,7 @@ fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
         (rc, _) => rc,
     };
     match answer(s.out.tail(), h, rc, cas, fill.quiet) {
-        Flow::Continue => Step::Done,
+        Flow::Continue => answered(h.opcode),
         Flow::Close => Step::Close,
     }
 }
@@ -389,7 +423,7 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
         peer,
         input,
         out: output,
-        scratch,
+        packet: scratch,
     } = s;
     let packet = &input.buffered()[..HEADER + h.bodylen];
     let body = &packet[HEADER..];
@@ -633,8 +667,8 @@ fn sasl_failed(peer: &Peer, out: &mut Vec<u8>, h: &Header) {
     status_reply(out, h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
 }
 
-/// Hands the whole packet to the engine (in the session's aligned scratch buffer).
-fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, scratch: &mut Aligned) -> Flow {
+/// Hands the whole packet to the engine (a copy in the session's aligned [`Packet`]).
+fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, packet: &mut Packet) -> Flow {
     let h = &req.h;
     if matches!(
         h.opcode,
@@ -642,12 +676,7 @@ fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, scratch: &mut Alig
     ) {
         peer.count(Stat::CmdTouch);
     }
-    let packet = scratch.fill(&[req.packet]);
-    peer.open_sink(false, h.opcode, h.opaque);
-    let engine = peer.engine();
-    // SAFETY: a whole packet, 8-byte aligned, writable, alive across the call.
-    let rc = peer.retry(|| ok(unsafe { engine.unknown_command(&peer.cookie, packet) }));
-    let responded = peer.take_sink(out).is_some();
+    let (rc, responded) = ext::forward(peer, packet, req.packet, h.opaque, out);
     match rc {
         Ok(()) => Flow::Continue,
         Err(ENGINE_DISCONNECT) => Flow::Close,

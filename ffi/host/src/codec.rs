@@ -67,6 +67,19 @@ pub struct Sink {
     /// While set, statistics are collected here instead of encoded: the host reads the
     /// engine's before it answers in memcached's shape.
     pub capture: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// While set, a response is recorded here as the engine hands it (`ADD_RESPONSE`'s
+    /// arguments), not encoded: the host reads the engine's answer to a packet it built itself
+    /// from these fields, with no binary response to encode and parse again.
+    pub answer: Option<Answer>,
+}
+
+/// An engine's response to a packet the host built, as `ADD_RESPONSE` handed it.
+#[derive(Debug, Default)]
+pub struct Answer {
+    pub status: u16,
+    pub cas: u64,
+    pub ext: Vec<u8>,
+    pub value: Vec<u8>,
 }
 
 /// Encodes one statistic for the sink's protocol (or captures it).

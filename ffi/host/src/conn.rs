@@ -32,6 +32,23 @@ impl Cookie {
     pub fn as_ptr(&self) -> *const c_void {
         self.0.cookie_ptr()
     }
+
+    /// Fires ON_CONNECT for this connection (before its first engine call).
+    pub fn connected(&self) {
+        self.fire_bare(ON_CONNECT);
+    }
+
+    /// Fires ON_DISCONNECT for this connection (when it ends).
+    pub fn disconnected(&self) {
+        self.fire_bare(ON_DISCONNECT);
+    }
+
+    /// Fires `kind`, one of the events that carry no data.
+    fn fire_bare(&self, kind: ENGINE_EVENT_TYPE) {
+        // SAFETY: ON_CONNECT and ON_DISCONNECT (our two callers) carry no data; the cookie is
+        // live (`self`; reservations the engine holds keep it alive after).
+        unsafe { callback::fire(kind, std::ptr::null(), self.as_ptr()) };
+    }
 }
 
 /// Where a connection is, as `stats conns` names it (memcached's state names).
@@ -384,7 +401,8 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize) -> Option<&'a [u8]> {
     }
 }
 
-/// `ADD_RESPONSE`: a binary response to the current request (ASCII: its status only).
+/// `ADD_RESPONSE`: a binary response to the current request (ASCII: its status only; a packet
+/// the host built: recorded as it came).
 ///
 /// # Safety
 /// Each of `key`, `ext` and `body` is NULL with a zero length or points at that many readable
@@ -417,7 +435,14 @@ pub unsafe extern "C" fn add_response(
         };
         let mut sink = c.sink();
         sink.status = Some(status);
-        if !sink.ascii {
+        if let Some(answer) = &mut sink.answer {
+            answer.status = status;
+            answer.cas = cas;
+            answer.ext.clear();
+            answer.ext.extend_from_slice(ext);
+            answer.value.clear();
+            answer.value.extend_from_slice(body);
+        } else if !sink.ascii {
             let (opcode, opaque) = (sink.opcode, sink.opaque);
             encode_response(
                 &mut sink.buf,

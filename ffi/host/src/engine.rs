@@ -7,6 +7,7 @@
 //! pointers against the array we passed and the item's size.
 
 use crate::conn::Cookie;
+use crate::packet::Packet;
 use crate::server_handle;
 use mcb_abi::abi::*;
 use mcb_abi::engine_lib::{self, Created};
@@ -63,7 +64,7 @@ fn key_args(key: &[u8]) -> (*const c_void, usize) {
 }
 
 /// How many `iovec`s we offer `get_item_info` (an item's value in up to this many pieces).
-const IOVS: usize = 8;
+pub const IOVS: usize = 8;
 
 /// An item reference from `allocate` or `get`, released on drop.
 #[derive(Debug)]
@@ -178,53 +179,6 @@ impl Item<'_> {
         }
         (total == info.nbytes()).then_some(info)
     }
-
-    /// The value's memory of a freshly allocated item, for the host to fill before `store`;
-    /// `None` for an item from `get` (stored items are the engine's, read-only) or when
-    /// `get_item_info` fails. `&mut self` makes the pieces the only view of the value while
-    /// they live: no [`Item::info`] and no second `value_mut` meanwhile.
-    ///
-    /// ```compile_fail,E0499
-    /// fn two_writers(item: &mut mcb_host::engine::Item<'_>) {
-    ///     let a = item.value_mut();
-    ///     let b = item.value_mut(); // a second `&mut` to the same bytes: refused
-    ///     drop((a, b));
-    /// }
-    /// ```
-    /// ```compile_fail,E0502
-    /// fn read_while_writing(item: &mut mcb_host::engine::Item<'_>) {
-    ///     let a = item.value_mut();
-    ///     let b = item.info(); // a `&` view while the `&mut` lives: refused
-    ///     drop((a, b));
-    /// }
-    /// ```
-    /// One after the other is fine:
-    /// ```
-    /// fn one_at_a_time(item: &mut mcb_host::engine::Item<'_>) {
-    ///     drop(item.value_mut());
-    ///     drop(item.value_mut());
-    ///     drop(item.info());
-    /// }
-    /// ```
-    pub fn value_mut(&mut self) -> Option<impl Iterator<Item = &mut [u8]> + '_> {
-        let info = self.info()?;
-        if !self.fresh {
-            return None;
-        }
-        let n = usize::from(info.raw.info.nvalue);
-        let mut pieces = [info.raw.info.value[0]; IOVS];
-        pieces[1..].copy_from_slice(&info.raw.more);
-        let pieces = pieces.into_iter().take(n).filter(|p| p.iov_len > 0);
-        // SAFETY: `info` checked that a non-empty piece has a base and that the pieces add up
-        // to the item's size; an allocated item's value is the host's to write until it is
-        // stored (the interface's contract) and stays alive while we hold the item; the pieces
-        // do not overlap, and `&mut self` keeps any other view of them from existing meanwhile.
-        Some(
-            pieces.map(|p| unsafe {
-                std::slice::from_raw_parts_mut(p.iov_base.cast::<u8>(), p.iov_len)
-            }),
-        )
-    }
 }
 
 /// An item held for its value: the reference and its checked info together, so that a reply
@@ -270,25 +224,124 @@ impl<'e> Value<'e> {
     }
 }
 
-/// Copies `input` into a fresh item's value from byte `at` on, as far as either reaches; how
-/// many bytes it copied (0 for an item whose value cannot be written).
-pub fn copy_into(item: &mut Item<'_>, at: usize, mut input: &[u8]) -> usize {
-    let Some(pieces) = item.value_mut() else {
-        return 0;
-    };
-    let (mut skip, mut copied) = (at, 0);
-    for piece in pieces {
-        if skip >= piece.len() {
-            skip -= piece.len();
-            continue;
+/// A freshly allocated item, for the host to fill before `store`: the item and its value's
+/// pieces, looked up once (`get_item_info`), so that a value arriving in many reads costs one
+/// engine call, not one per read. An allocated item's value is the host's to write until it is
+/// stored (the interface's contract).
+#[derive(Debug)]
+pub struct Blank<'e> {
+    raw: item_info_iov<{ IOVS - 1 }>,
+    item: Item<'e>,
+}
+
+impl<'e> Blank<'e> {
+    /// `item`'s value to fill, of `size` bytes (what was allocated); `None` for an item from
+    /// `get` (stored items are the engine's, read-only) or when `get_item_info` fails or
+    /// answers something inconsistent (another size included).
+    pub fn of(item: Item<'e>, size: usize) -> Option<Blank<'e>> {
+        if !item.fresh {
+            return None;
         }
-        let n = (piece.len() - skip).min(input.len());
-        piece[skip..skip + n].copy_from_slice(&input[..n]);
-        input = &input[n..];
-        copied += n;
-        skip = 0;
+        let info = item.info()?;
+        if info.nbytes() != size {
+            return None;
+        }
+        let raw = info.raw;
+        Some(Blank { raw, item })
     }
-    copied
+
+    /// The item, to stamp and store.
+    pub fn item(&self) -> &Item<'e> {
+        &self.item
+    }
+
+    /// The value's size in bytes.
+    pub fn len(&self) -> usize {
+        self.raw.info.nbytes as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value as filled so far, in the engine's pieces.
+    pub fn value(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        self.pieces().map(piece)
+    }
+
+    fn pieces(&self) -> impl Iterator<Item = &iovec> + Clone {
+        let n = usize::from(self.raw.info.nvalue);
+        std::iter::once(&self.raw.info.value[0])
+            .chain(self.raw.more.iter())
+            .take(n)
+    }
+
+    /// The value's bytes from byte `at` on, as the writable pieces they lie in. `&mut self`
+    /// makes them the only view of the value while they live: no [`Blank::value`] and no
+    /// second `unfilled` meanwhile.
+    ///
+    /// ```compile_fail,E0499
+    /// fn two_writers(blank: &mut mcb_host::engine::Blank<'_>) {
+    ///     let a = blank.unfilled(0);
+    ///     let b = blank.unfilled(0); // a second `&mut` to the same bytes: refused
+    ///     drop((a, b));
+    /// }
+    /// ```
+    /// ```compile_fail,E0502
+    /// fn read_while_writing(blank: &mut mcb_host::engine::Blank<'_>) {
+    ///     let a = blank.unfilled(0);
+    ///     let b = blank.value(); // a `&` view while the `&mut` lives: refused
+    ///     drop((a, b));
+    /// }
+    /// ```
+    /// One after the other is fine:
+    /// ```
+    /// fn one_at_a_time(blank: &mut mcb_host::engine::Blank<'_>) {
+    ///     drop(blank.unfilled(0));
+    ///     drop(blank.unfilled(1));
+    ///     drop(blank.value());
+    /// }
+    /// ```
+    pub fn unfilled(&mut self, at: usize) -> impl Iterator<Item = &mut [u8]> + '_ {
+        let n = usize::from(self.raw.info.nvalue);
+        let mut pieces = [self.raw.info.value[0]; IOVS];
+        pieces[1..].copy_from_slice(&self.raw.more);
+        let mut skip = at;
+        pieces
+            .into_iter()
+            .take(n)
+            .filter_map(move |p| {
+                let start = skip.min(p.iov_len);
+                skip -= start;
+                (start < p.iov_len).then_some((p, start))
+            })
+            .map(|(p, start)| {
+                // SAFETY: `Blank::of` checked (through `Item::info`) that a non-empty piece has a
+                // base and that the pieces add up to the item's size; a fresh item's value is
+                // the host's to write until it is stored and stays alive while we hold the
+                // item; the pieces do not overlap, and `&mut self` keeps any other view of
+                // them from existing meanwhile.
+                let whole =
+                    unsafe { std::slice::from_raw_parts_mut(p.iov_base.cast::<u8>(), p.iov_len) };
+                &mut whole[start..]
+            })
+    }
+
+    /// Copies `input` into the value from byte `at` on, as far as either reaches; how many
+    /// bytes it copied.
+    pub fn write_at(&mut self, at: usize, mut input: &[u8]) -> usize {
+        let mut copied = 0;
+        for piece in self.unfilled(at) {
+            if input.is_empty() {
+                break;
+            }
+            let n = piece.len().min(input.len());
+            piece[..n].copy_from_slice(&input[..n]);
+            input = &input[n..];
+            copied += n;
+        }
+        copied
+    }
 }
 
 /// The store operations, as the protocols name them.
@@ -500,18 +553,15 @@ impl Engine {
     }
 
     /// Any other binary command, answering through [`crate::conn::add_response`].
-    ///
-    /// # Safety
-    /// `packet` points at a whole request (header, then `bodylen` bytes), 8-byte aligned,
-    /// writable, and live during the call.
-    pub unsafe fn unknown_command(&self, cookie: &Cookie, packet: *mut u64) -> ENGINE_ERROR_CODE {
+    pub fn unknown_command(&self, cookie: &Cookie, packet: &mut Packet) -> ENGINE_ERROR_CODE {
         let f = self.v1.unknown_command.expect("checked at load");
-        // SAFETY: the caller's contract.
+        // SAFETY: a `Packet` is a whole request (header, then `bodylen` bytes), 8-byte aligned
+        // and writable, live across the call (borrowed mutably for it).
         unsafe {
             f(
                 self.handle,
                 cookie.as_ptr(),
-                packet.cast::<protocol_binary_request_header>(),
+                packet.as_header(),
                 Some(crate::conn::add_response),
             )
         }

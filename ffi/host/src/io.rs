@@ -1,16 +1,26 @@
 //! A connection's non-blocking buffers. [`Input`] grows with the bytes that arrive (never with
-//! the size a header declares) and is given back when drained; [`Output`] queues encoded bytes
-//! and held items ([`Value`]), written from the engine's memory as the socket accepts them, so
-//! a reply naming many large items never exists whole in memory.
+//! the size a header declares) and is given back when drained; a storage command's value goes
+//! past it, straight into its item ([`Landing`]: one `readv` fills the rest of the value and the
+//! input buffer's free space together); [`Output`] queues encoded bytes and held items
+//! ([`Value`]), written from the engine's memory as the socket accepts them, so a reply naming
+//! many large items never exists whole in memory, and a batch of answers leaves in one
+//! `writev`.
 
-use crate::engine::Value;
+#![deny(unsafe_code)]
+
+use crate::engine::{Blank, Value, IOVS};
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 
-/// What a drained buffer keeps (larger ones are given back: an idle connection stays small).
-const KEEP: usize = 4 * 1024;
-/// The first allocation of an input buffer, and the least it grows by.
-const CHUNK: usize = 2 * 1024;
+/// The least an output buffer a worker lends holds (a 100-key multi-get's answers fit).
+const OUTPUT_BUFFER: usize = 32 * 1024;
+/// The most an output buffer taken back to lend again may hold (a larger one is freed).
+const OUTPUT_KEEP: usize = 2 * OUTPUT_HIGH;
+/// An input buffer as a worker lends it ([`Buffers`]), and the least one grows by: a read takes
+/// a whole small request, or a 10 KB value with its header, at once.
+const BUFFER: usize = 16 * 1024;
+/// Most buffers a worker keeps for its connections to borrow.
+const POOLED: usize = 16;
 /// Queued bytes past which a connection stops producing output until the socket drains.
 pub const OUTPUT_HIGH: usize = 64 * 1024;
 /// Values up to this size are copied into the output; larger ones are held and written from
@@ -18,6 +28,47 @@ pub const OUTPUT_HIGH: usize = 64 * 1024;
 pub const COPY_MAX: usize = 8 * 1024;
 /// Most pieces handed to one `writev`.
 const SLICES: usize = 32;
+
+/// The buffers a worker lends its connections, as memcached's worker threads lend theirs: a
+/// connection holds an input buffer only while bytes of a request are buffered (it gives it
+/// back when the socket has nothing more) and an output buffer only during its turn or while
+/// output waits for the socket, so an idle connection holds neither, and a busy one reads into
+/// a buffer already allocated and zeroed, and encodes into one already grown, instead of new
+/// ones per request.
+#[derive(Debug, Default)]
+pub struct Buffers {
+    free: Vec<Vec<u8>>,
+    outputs: Vec<Vec<u8>>,
+}
+
+impl Buffers {
+    fn take(&mut self) -> Vec<u8> {
+        self.free.pop().unwrap_or_else(|| vec![0; BUFFER])
+    }
+
+    /// Takes `buf` back to lend again (one that grew past the standard size is freed).
+    fn give(&mut self, buf: Vec<u8>) {
+        if buf.len() == BUFFER && self.free.len() < POOLED {
+            self.free.push(buf);
+        }
+    }
+
+    fn take_output(&mut self) -> Vec<u8> {
+        self.outputs
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(OUTPUT_BUFFER))
+    }
+
+    fn give_output(&mut self, mut buf: Vec<u8>) {
+        buf.clear();
+        if buf.capacity() >= OUTPUT_BUFFER
+            && buf.capacity() <= OUTPUT_KEEP
+            && self.outputs.len() < POOLED
+        {
+            self.outputs.push(buf);
+        }
+    }
+}
 
 /// Bytes read and not yet consumed.
 #[derive(Debug, Default)]
@@ -41,13 +92,14 @@ impl Input {
         &self.buf[self.start..self.end]
     }
 
-    /// Drops `n` bytes of buffered input; a drained buffer larger than `KEEP` is given back.
+    /// Drops `n` bytes of buffered input; a drained buffer that grew past the standard size
+    /// is freed.
     pub fn consume(&mut self, n: usize) {
         self.start = (self.start + n).min(self.end);
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
-            if self.buf.len() > KEEP {
+            if self.buf.len() > BUFFER {
                 self.buf = Vec::new();
             }
         }
@@ -75,33 +127,52 @@ impl Input {
         self.read_closed |= read_closed;
     }
 
-    /// Gives the buffer back if nothing is buffered (an idle connection).
-    pub fn release_if_empty(&mut self) {
+    /// Gives the buffer back to `buffers` if nothing is buffered (an idle connection).
+    pub fn release_if_empty(&mut self, buffers: &mut Buffers) {
         if self.start == self.end {
-            self.buf = Vec::new();
+            buffers.give(std::mem::take(&mut self.buf));
             (self.start, self.end) = (0, 0);
         }
     }
 
-    /// One read from `r` into the free end of the buffer, which grows only when the bytes
-    /// already arrived fill it; 0 at end of stream.
-    pub fn read_from(&mut self, r: &mut impl Read) -> io::Result<usize> {
-        if self.end == self.buf.len() {
+    /// One read from `r` into the free end of the buffer (borrowed from `buffers` when the
+    /// connection holds none), which grows only when the bytes already arrived fill it; 0 at
+    /// end of stream. With a `landing` whose value is not yet whole (and so with nothing
+    /// buffered: the landing took it), the read is one `readv` into the rest of the value
+    /// first, then the buffer.
+    pub fn read_from(
+        &mut self,
+        r: &mut impl Read,
+        landing: Option<&mut Landing>,
+        buffers: &mut Buffers,
+    ) -> io::Result<usize> {
+        let mut landing = landing.filter(|l| !l.is_full());
+        if self.buf.is_empty() {
+            self.buf = buffers.take();
+        } else if self.end == self.buf.len() {
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
                 self.end -= self.start;
                 self.start = 0;
             } else {
-                let grow = self.buf.len().max(CHUNK);
+                let grow = self.buf.len().max(BUFFER);
                 self.buf.resize(self.buf.len() + grow, 0);
             }
         }
         loop {
             let room = self.buf.len() - self.end;
-            match r.read(&mut self.buf[self.end..]) {
-                Ok(n) => {
-                    self.end += n;
-                    self.drained = n < room;
+            let read = match landing.as_deref_mut() {
+                None => r.read(&mut self.buf[self.end..]).map(|n| (n, 0)),
+                Some(l) => l.read_with(r, &mut self.buf[self.end..]),
+            };
+            match read {
+                Ok((n, wanted)) => {
+                    let landed = n.min(wanted);
+                    if let Some(l) = landing.as_deref_mut() {
+                        l.at += landed;
+                    }
+                    self.end += n - landed;
+                    self.drained = n < room + wanted;
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -111,6 +182,56 @@ impl Input {
                 }
             }
         }
+    }
+}
+
+/// A fresh item's value arriving: its bytes go straight into the item, copied from the input
+/// buffer as far as it reaches ([`Landing::take_from`]), then read from the socket into the
+/// item itself ([`Input::read_from`]).
+#[derive(Debug)]
+pub struct Landing {
+    blank: Blank<'static>,
+    /// Bytes of the value in place so far.
+    at: usize,
+}
+
+impl Landing {
+    pub fn new(blank: Blank<'static>) -> Landing {
+        Landing { blank, at: 0 }
+    }
+
+    /// Whether the whole value is in.
+    pub fn is_full(&self) -> bool {
+        self.at == self.blank.len()
+    }
+
+    /// The item, filled so far.
+    pub fn blank(&self) -> &Blank<'static> {
+        &self.blank
+    }
+
+    /// Moves buffered input into the value, as far as either reaches.
+    pub fn take_from(&mut self, input: &mut Input) {
+        let n = self.blank.write_at(self.at, input.buffered());
+        input.consume(n);
+        self.at += n;
+    }
+
+    /// One `readv` into the rest of the value, then `rest` (the input buffer's free space):
+    /// how many bytes it read, and how many of the value it wanted (the first of those bytes
+    /// are the value's).
+    fn read_with(&mut self, r: &mut impl Read, rest: &mut [u8]) -> io::Result<(usize, usize)> {
+        let wanted = self.blank.len() - self.at;
+        let mut slices: [IoSliceMut<'_>; IOVS + 1] =
+            std::array::from_fn(|_| IoSliceMut::new(&mut []));
+        let mut n = 0;
+        for piece in self.blank.unfilled(self.at) {
+            slices[n] = IoSliceMut::new(piece);
+            n += 1;
+        }
+        slices[n] = IoSliceMut::new(rest);
+        let read = r.read_vectored(&mut slices[..=n])?;
+        Ok((read, wanted))
     }
 }
 
@@ -215,6 +336,22 @@ impl Output {
         self.tail_sent = 0;
     }
 
+    /// Borrows an output buffer from `buffers` for a turn, if the connection holds none.
+    pub fn lend(&mut self, buffers: &mut Buffers) {
+        if self.tail.capacity() == 0 {
+            self.tail = buffers.take_output();
+        }
+    }
+
+    /// Gives the output buffer back to `buffers` if everything is written (an idle connection
+    /// holds none).
+    pub fn give_back(&mut self, buffers: &mut Buffers) {
+        if self.is_empty() {
+            buffers.give_output(std::mem::take(&mut self.tail));
+            self.tail_sent = 0;
+        }
+    }
+
     /// Unsent bytes.
     pub fn len(&self) -> usize {
         self.queued - self.sent + self.tail.len() - self.tail_sent
@@ -281,9 +418,6 @@ impl Output {
         if self.tail_sent == self.tail.len() {
             self.tail.clear();
             self.tail_sent = 0;
-            if self.tail.capacity() > KEEP {
-                self.tail = Vec::new();
-            }
         }
     }
 }

@@ -14,10 +14,12 @@
 //! line composes), [`process`] (privileges, daemon, pid file, limits), `sasl` (SASL and `-Y`
 //! passwords), [`counters`], [`codec`] (how answers are encoded); the `api` tables and
 //! [`conn`] (the cookie table and the cookies engine calls take), then [`server_handle`] (the
-//! handle pointing at them); [`engine`]; `io` (buffers, streaming held values); [`session`]
-//! (what a protocol handler holds); `text` (the ASCII lines and numbers both command sets
-//! share); [`stats`] (the stats groups in memcached's shape); [`meta`] (memcached 1.6's meta
-//! commands); [`binary`] and [`ascii`]; [`worker`] (the event loops); [`server`].
+//! handle pointing at them); [`packet`] (whole binary requests for the engine); [`engine`];
+//! [`io`] (buffers, values landing in their items, streaming held values); [`session`] (what a
+//! protocol handler holds); `text` (the ASCII lines and numbers both command sets share);
+//! [`stats`] (the stats groups in memcached's shape); [`ext`] (the engine calls that travel
+//! through `unknown_command`); [`binary`] and [`ascii`] (parse, execute, compose); [`worker`]
+//! (the event loops); [`server`].
 
 pub mod api;
 pub mod ascii;
@@ -27,9 +29,10 @@ pub mod config;
 pub mod conn;
 pub mod counters;
 pub mod engine;
+pub mod ext;
 pub mod io;
-pub mod meta;
 pub mod options;
+pub mod packet;
 pub mod process;
 pub mod sasl;
 pub mod server;

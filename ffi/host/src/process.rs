@@ -1,6 +1,7 @@
 //! What the command line asks of the process before it serves, as memcached does it: resource
 //! limits (`-c`, `-r`), the privilege drop (`-u`, when started as root), becoming a daemon
-//! (`-d`), locking memory (`-k`) and the pid file (`-P`).
+//! (`-d`), locking memory (`-k`) and the pid file (`-P`); and the process's CPU time, which
+//! `stats` reports.
 
 use std::ffi::CString;
 use std::io;
@@ -198,4 +199,14 @@ impl Drop for PidFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// The process's CPU time, user and system, as memcached prints it (`seconds.micros`).
+pub fn rusage() -> (String, String) {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a live out-parameter.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let show = |t: libc::timeval| format!("{}.{:06}", t.tv_sec, t.tv_usec);
+    (show(usage.ru_utime), show(usage.ru_stime))
 }

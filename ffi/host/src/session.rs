@@ -3,11 +3,15 @@
 //! EWOULDBLOCK handling and the host's counters), the [`Session`] buffers, and the [`Step`]
 //! a protocol's state machine reports back to its worker.
 
+#![deny(unsafe_code)]
+
+use crate::codec::Answer;
 use crate::conn::{Conn, Cookie};
 use crate::counters::{self, Registry, Stat, Tenant};
 use crate::engine::Engine;
 use crate::io::{Input, Output};
 use crate::options::Options;
+use crate::packet::Packet;
 use crate::sasl::Pwdb;
 use mcb_abi::abi::*;
 use std::cell::{Cell, RefCell};
@@ -98,14 +102,14 @@ pub struct Peer {
     lost_identity: Cell<bool>,
 }
 
-/// One connection's state: the peer, its buffers, and a reusable buffer for packets handed to
+/// One connection's state: the peer, its buffers, and a reusable packet for requests handed to
 /// the engine whole.
 #[derive(Debug)]
 pub struct Session {
     pub peer: Peer,
     pub input: Input,
     pub out: Output,
-    pub scratch: Aligned,
+    pub packet: Packet,
 }
 
 impl Session {
@@ -124,7 +128,7 @@ impl Session {
             },
             input: Input::default(),
             out: Output::default(),
-            scratch: Aligned::default(),
+            packet: Packet::default(),
         }
     }
 }
@@ -142,30 +146,6 @@ pub enum Step {
     Parked,
     /// End the connection (after writing what is queued).
     Close,
-}
-
-/// A reusable 8-byte-aligned buffer: `protocol_binary_request_header` holds a `u64`, so a packet
-/// handed to an engine must be aligned for it, which a spot in the read buffer is not.
-#[derive(Debug, Default)]
-pub struct Aligned(Vec<u64>);
-
-impl Aligned {
-    /// Copies the concatenation of `parts` into the buffer; a pointer to it, valid until the
-    /// next call.
-    pub fn fill(&mut self, parts: &[&[u8]]) -> *mut u64 {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        self.0.clear();
-        self.0.resize(len.div_ceil(8), 0);
-        let base = self.0.as_mut_ptr().cast::<u8>();
-        let mut at = 0;
-        for part in parts {
-            // SAFETY: the buffer holds at least `len` bytes, `at + part.len() <= len`, and it
-            // does not overlap `part` (which the caller borrows from elsewhere).
-            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), base.add(at), part.len()) };
-            at += part.len();
-        }
-        self.0.as_mut_ptr()
-    }
 }
 
 /// Whether to go on reading requests.
@@ -328,6 +308,21 @@ impl Peer {
         sink.opaque = opaque;
         sink.status = None;
         sink.capture = None;
+        sink.answer = None;
+    }
+
+    /// Prepares the sink to record the engine's response to a packet of `opcode` the host built
+    /// (see [`crate::codec::Answer`]).
+    pub fn open_answer(&self, opcode: u8) {
+        self.open_sink(false, opcode, 0);
+        self.conn.sink().answer = Some(Answer::default());
+    }
+
+    /// The engine's response since [`Peer::open_answer`], if it gave one.
+    pub fn take_answer(&self) -> Option<Answer> {
+        let mut sink = self.conn.sink();
+        let answer = sink.answer.take();
+        sink.status.and(answer)
     }
 
     /// Moves what the engine's callbacks produced into `out`; the status of its last response.

@@ -13,6 +13,8 @@
 //! - `conns`, `detail on|off|dump`, `sizes`, `cachedump`, `extstore`, `reset`; any other group
 //!   is the engine's.
 
+#![deny(unsafe_code)]
+
 use crate::api::server_core;
 use crate::api::stat as host_stat;
 use crate::codec::push_stat;
@@ -333,7 +335,7 @@ const SETTING_ALIASES: &[Alias] = &[
 /// The host's general figures for this connection.
 fn general(peer: &Peer) -> Vec<(&'static str, String)> {
     let ctx = peer.ctx;
-    let (user, system) = rusage();
+    let (user, system) = crate::process::rusage();
     let mut stats: Vec<(&'static str, String)> = vec![
         ("pid", std::process::id().to_string()),
         ("uptime", ctx.started.elapsed().as_secs().to_string()),
@@ -369,16 +371,6 @@ fn general(peer: &Peer) -> Vec<(&'static str, String)> {
         stats.push((name, value.to_string()));
     }
     stats
-}
-
-/// The process's CPU time, user and system, as memcached prints it (`seconds.micros`).
-fn rusage() -> (String, String) {
-    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a live out-parameter.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let show = |t: libc::timeval| format!("{}.{:06}", t.tv_sec, t.tv_usec);
-    (show(usage.ru_utime), show(usage.ru_stime))
 }
 
 /// The host's settings, with this tenant's detail switch.

@@ -1,12 +1,18 @@
-//! What the ASCII commands (classic and meta) share: reply lines, memcached's error lines and
-//! the command-line tokenizer.
+//! What the ASCII commands (classic and meta) share: reply lines, memcached's error lines, the
+//! command-line tokenizer, numbers as memcached's C reads them, and expiration times as the
+//! binary packets sent to the engine carry them.
 
+#![deny(unsafe_code)]
+
+use crate::api::server_core::REALTIME_MAXDELTA;
 use mcb_abi::abi::*;
 
 /// Most tokens a command line may have (keys of a get beyond it are still served).
 pub const MAX_TOKENS: usize = 24;
 
 pub const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
+/// The answer to a command or flag the engine cannot honour (memcached's own text).
+pub const UNSUPPORTED: &str = "CLIENT_ERROR flag not supported by this engine";
 
 /// Appends `line` and its `\r\n`.
 pub fn reply(out: &mut Vec<u8>, line: &str) {
@@ -25,6 +31,16 @@ pub fn error_line(rc: ENGINE_ERROR_CODE) -> &'static str {
         ENGINE_EACCESS => "SERVER_ERROR access denied",
         ENGINE_EINVAL => "CLIENT_ERROR invalid arguments",
         _ => "SERVER_ERROR unhandled error",
+    }
+}
+
+/// A client's expiration time as the 32-bit field of a binary packet (TOUCH, GAT, our
+/// opcodes): a negative time (already past) becomes a Unix time before the server started.
+pub fn wire_exptime(exptime: libc::time_t) -> u32 {
+    if exptime < 0 {
+        (REALTIME_MAXDELTA + 1) as u32
+    } else {
+        u32::try_from(exptime).unwrap_or(u32::MAX)
     }
 }
 

@@ -9,10 +9,12 @@
 //! its first byte chooses the protocol (0x80: binary, anything else: ASCII; `-B` may allow
 //! only one), as memcached's negotiation does.
 
-use crate::api::callback;
+#![deny(unsafe_code)]
+
 use crate::api::extension::log;
 use crate::conn::{Conn, Mailbox, State, Wake};
 use crate::counters::Stat;
+use crate::io::Buffers;
 use crate::options::Protocol;
 use crate::session::{Ctx, Session, Step};
 use crate::{ascii, binary};
@@ -81,6 +83,13 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+        }
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read_vectored(bufs),
+            Stream::Unix(s) => s.read_vectored(bufs),
         }
     }
 }
@@ -157,6 +166,7 @@ pub fn spawn(index: usize, ctx: &'static Ctx) -> io::Result<Handle> {
                 clients: Vec::new(),
                 free: Vec::new(),
                 again: Vec::new(),
+                buffers: Buffers::default(),
             }
             .run()
         })?;
@@ -220,6 +230,8 @@ struct Worker {
     free: Vec<usize>,
     /// Connections that yielded after `-R` requests, to run again after other events.
     again: Vec<usize>,
+    /// The input buffers the connections borrow.
+    buffers: Buffers,
 }
 
 impl Worker {
@@ -324,8 +336,7 @@ impl Worker {
             let conn = Conn::new(stream.fd(), wake, addr, listen_addr);
             self.ctx.connections.opened(&conn);
             let session = Session::new(self.ctx, conn, self.index);
-            // SAFETY: ON_CONNECT carries no data; the cookie is live (the session holds it).
-            unsafe { callback::fire(ON_CONNECT, std::ptr::null(), session.peer.cookie.as_ptr()) };
+            session.peer.cookie.connected();
             let client = Client {
                 stream,
                 session,
@@ -369,11 +380,24 @@ impl Worker {
         if c.parked {
             return;
         }
-        let mut served = 0;
+        let mut turn = Turn {
+            now: Instant::now(),
+            limit,
+            served: 0,
+            steps: 0,
+        };
+        let buffers = &mut self.buffers;
+        c.session.out.lend(buffers);
         // A panic (a bug of ours) ends this connection only.
         let outcome = mcb_abi::boundary::guard(Err(()), || {
-            run(c, self.ctx, limit, &mut served).map_err(|_| ())
+            run(c, self.ctx, &mut turn, buffers).map_err(|_| ())
         });
+        c.session.out.give_back(buffers);
+        if turn.served > 0 {
+            c.active = turn.now;
+            let since_start = turn.now.saturating_duration_since(self.ctx.started);
+            c.session.peer.conn.answered_at(since_start.as_secs());
+        }
         c.session.peer.conn.set_state(state_of(c, &outcome));
         match outcome {
             Ok(Wait::Socket) => self.watch(token),
@@ -416,15 +440,7 @@ impl Worker {
             return;
         };
         let _ = self.poll.registry().deregister(c.stream.source());
-        // SAFETY: ON_DISCONNECT carries no data; the cookie is live (the session, dropped
-        // below, holds it; reservations the engine holds keep it alive after).
-        unsafe {
-            callback::fire(
-                ON_DISCONNECT,
-                std::ptr::null(),
-                c.session.peer.cookie.as_ptr(),
-            )
-        };
+        c.session.peer.cookie.disconnected();
         self.ctx.connections.closed(Some(&c.session.peer.conn));
         self.free.push(token);
     }
@@ -460,25 +476,60 @@ fn state_of(c: &Client, outcome: &Result<Wait, ()>) -> State {
     }
 }
 
+/// One connection's turn on its worker: when it began (the time its progress is noted at), and
+/// what it may still do before it yields to the others.
+struct Turn {
+    now: Instant,
+    /// `-R`: requests answered before yielding.
+    limit: usize,
+    served: usize,
+    /// Steps of any kind: a stream of parts of requests (quiet gets, each a part of a binary
+    /// multi-get) yields too, after [`STEPS_PER_REQUEST`] times the limit.
+    steps: usize,
+}
+
+/// How many steps a turn may take per request it may answer (see [`Turn::steps`]).
+const STEPS_PER_REQUEST: usize = 16;
+
+impl Turn {
+    /// Counts a step (`answered`: it ended a request); whether the turn is over.
+    fn step(&mut self, answered: bool) -> bool {
+        self.steps += 1;
+        self.served += usize::from(answered);
+        self.served >= self.limit || self.steps >= self.limit * STEPS_PER_REQUEST
+    }
+}
+
 /// Writes what the socket accepts of the session's output, noting progress (and the bytes
 /// written) when bytes went out; whether all of it is out.
-fn flush(s: &mut Session, stream: &mut Stream, active: &mut Instant) -> io::Result<bool> {
+fn flush(
+    s: &mut Session,
+    stream: &mut Stream,
+    active: &mut Instant,
+    now: Instant,
+) -> io::Result<bool> {
     let before = s.out.len();
     let all_out = s.out.write_to(stream)?;
     let written = before - s.out.len();
     if written > 0 {
-        *active = Instant::now();
+        *active = now;
         s.peer.add(Stat::BytesWritten, written as u64);
     }
     Ok(all_out)
 }
 
 /// The connection's loop: steps while input is buffered and output has room.
-fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> io::Result<Wait> {
+fn run(
+    c: &mut Client,
+    ctx: &'static Ctx,
+    turn: &mut Turn,
+    buffers: &mut Buffers,
+) -> io::Result<Wait> {
     let s = &mut c.session;
+    let now = turn.now;
     loop {
         if s.out.is_full() || c.closing {
-            let all_out = flush(s, &mut c.stream, &mut c.active)?;
+            let all_out = flush(s, &mut c.stream, &mut c.active, now)?;
             if c.closing && all_out {
                 return Ok(Wait::Closed);
             }
@@ -506,35 +557,34 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
             Proto::Ascii(p) => ascii::step(s, p),
             Proto::Binary(p) => binary::step(s, p),
         };
+        if matches!(step, Step::Done | Step::More) && turn.step(step == Step::Done) {
+            s.peer.count(Stat::ConnYields);
+            flush(s, &mut c.stream, &mut c.active, now)?;
+            return Ok(Wait::Again);
+        }
         match step {
-            Step::Done => {
-                c.active = Instant::now();
-                let since_start = c.active.saturating_duration_since(ctx.started);
-                s.peer.conn.answered_at(since_start.as_secs());
-                *served += 1;
-                if *served >= limit {
-                    s.peer.count(Stat::ConnYields);
-                    flush(s, &mut c.stream, &mut c.active)?;
-                    return Ok(Wait::Again);
-                }
-            }
-            Step::More => {}
+            Step::Done | Step::More => {}
             Step::NeedInput => {
+                let landing = match &mut c.proto {
+                    Proto::Ascii(p) => ascii::landing(p),
+                    Proto::Binary(p) => binary::landing(p),
+                    Proto::New => None,
+                };
                 let read = if s.input.take_drained() {
                     // A short read emptied the socket: skip the read that would block.
                     Err(io::ErrorKind::WouldBlock.into())
                 } else {
-                    s.input.read_from(&mut c.stream)
+                    s.input.read_from(&mut c.stream, landing, buffers)
                 };
                 match read {
                     Ok(0) => c.closing = true,
                     Ok(n) => {
-                        c.active = Instant::now();
+                        c.active = now;
                         s.peer.add(Stat::BytesRead, n as u64);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        flush(s, &mut c.stream, &mut c.active)?;
-                        s.input.release_if_empty();
+                        flush(s, &mut c.stream, &mut c.active, now)?;
+                        s.input.release_if_empty(buffers);
                         return Ok(Wait::Socket);
                     }
                     Err(e) => return Err(e),
@@ -547,7 +597,7 @@ fn run(c: &mut Client, ctx: &'static Ctx, limit: usize, served: &mut usize) -> i
                     continue;
                 }
                 c.parked = true;
-                flush(s, &mut c.stream, &mut c.active)?;
+                flush(s, &mut c.stream, &mut c.active, now)?;
                 // The notification may have come between the check and now.
                 if let Some(status) = s.peer.conn.take_io() {
                     c.parked = false;

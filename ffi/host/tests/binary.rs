@@ -438,3 +438,49 @@ fn large_values_stream_intact_through_a_pipeline() {
         assert_eq!(c.recv().opcode, NOOP);
     }
 }
+
+/// The `conn_yields` count in the default stats group.
+fn yields(c: &mut Bin) -> u64 {
+    let stats = c.stats(b"");
+    let (_, value) = stats
+        .iter()
+        .find(|(k, _)| k == "conn_yields")
+        .expect("conn_yields");
+    value.parse().expect("a number")
+}
+
+#[test]
+fn a_pipelined_multi_get_is_one_request_to_the_turn() {
+    let engine = test_engine().to_str().unwrap();
+    // A batch of quiet gets ended by a NOOP: one request of -R's, answered in one turn (memcached
+    // yields inside it every 20 gets).
+    let s = Server::start(&["-E", engine, "-R", "20", "-t", "1"]);
+    let mut c = s.binary();
+    assert_eq!(c.set(b"m", b"v", 0).status, SUCCESS);
+    let mut batch = Vec::new();
+    for _ in 0..100 {
+        batch.extend(packet(GETKQ, &[], b"m", &[], 0));
+    }
+    batch.extend(packet(NOOP, &[], &[], &[], 0));
+    let before = yields(&mut c);
+    c.send(&batch);
+    for _ in 0..100 {
+        assert_eq!(c.recv().opcode, GETKQ);
+    }
+    assert_eq!(c.recv().opcode, NOOP);
+    assert_eq!(yields(&mut c), before, "the batch was served in one turn");
+    // Quiet commands still end a turn after 16 x -R steps: with -R 1 the batch yields about
+    // every 16 gets (not after each, as it would if each counted as a request, nor never).
+    let s = Server::start(&["-E", engine, "-R", "1", "-t", "1"]);
+    let mut c = s.binary();
+    assert_eq!(c.set(b"m", b"v", 0).status, SUCCESS);
+    let before = yields(&mut c);
+    c.send(&batch);
+    for _ in 0..100 {
+        assert_eq!(c.recv().opcode, GETKQ);
+    }
+    assert_eq!(c.recv().opcode, NOOP);
+    // The first stats request's own yield, then the batch's.
+    let during = yields(&mut c) - before;
+    assert!((3..=20).contains(&during), "{during} yields");
+}
