@@ -1,9 +1,28 @@
 //! The cache tiers: ours against moka and quick_cache, as ratios.
 //!
-//! - `tiers_levels`: one get answered by this thread's L1, by L2, and by the loader (a new key
-//!   each time), next to a get from moka and quick_cache.
+//! Like with like: every side is keyed by the same 8-byte keys as bytes (ours takes `&[u8]`,
+//! the peers `Box<[u8]>` keys looked up by `&[u8]`), and every side hands back a shared value
+//! (`PayloadArc<u64>`, cloned on a hit: one reference count increment, and its decrement when the
+//! caller drops it). What one operation does on each side:
+//!
+//! - ours, `get`: hash the key once; look in this thread's L1 (a hash index and an LRU; the
+//!   key's invalidation generation compared); on an L1 miss, read L2 without a lock (pinned to
+//!   the epoch) and, by the cache's admission rule, promote the value into L1.
+//! - ours, `peek` (the `l2_read` row): the L2 read alone, no L1 and no promotion.
+//! - quick_cache `get`: hash the key, take its shard's read lock, probe, clone, unlock.
+//! - moka `get`: hash the key, probe its lock-free map, clone, and record the read in its
+//!   buffers for the policy (applied later, in batches).
+//! - a miss that inserts (the evicting regime): ours `set` (into L2, evicting by S3-FIFO under the
+//!   shard lock, and into this thread's L1), quick_cache and moka `insert` (a boxed key copy).
+//!
+//! The groups:
+//! - `tiers_levels`: one get answered by this thread's L1, by L2 with a promotion into L1 (and
+//!   an L1 eviction), by L2 alone (`l2_read`), and by the loader (a new key each time), next to
+//!   a hit of moka and quick_cache.
 //! - `zipf_s0.9_100k_keys_read`: reads of Zipf-distributed keys from 1, 2 and N threads, every
 //!   cache holding all keys.
+//! - `zipf_s0.9_100k_keys_evicting`: the same reads where every cache holds half the keys; a
+//!   miss inserts the key (ops/s), then the hit ratio of each side on the same trace.
 //! - `single_flight_64_misses`: 64 threads miss one key at once; the loader must run once.
 //! - The hit ratio of a Zipf workload with a one-pass scan mixed in, at one capacity: our L2
 //!   (S3-FIFO), plain LRU (our L1 alone), moka (TinyLFU) and quick_cache (CLOCK-Pro-like).
@@ -20,8 +39,13 @@ use std::time::{Duration, Instant};
 
 const KEYS: usize = 100_000;
 const ZIPF_S: f64 = 0.9;
+/// Entries each thread's L1 holds in the Zipf groups.
+const L1_ENTRIES: usize = 1000;
 
 type Load = fn() -> Result<Loaded<u64>, String>;
+/// The peers, keyed by bytes as ours is.
+type Quick = quick_cache::sync::Cache<Box<[u8]>, PayloadArc<u64>>;
+type Moka = moka::sync::Cache<Box<[u8]>, PayloadArc<u64>>;
 
 /// `count` key indices in `0..n`, Zipf-distributed with exponent `s` (inverse of the CDF).
 fn zipf(n: usize, s: f64, count: usize, seed: u64) -> Vec<u64> {
@@ -33,12 +57,20 @@ fn zipf(n: usize, s: f64, count: usize, seed: u64) -> Vec<u64> {
     }
     let mut rng = Rng(seed);
     (0..count)
-        .map(|_| cdf.partition_point(|&c| c < rng.unit() * sum) as u64)
+        .map(|_| {
+            // One draw per key (drawn inside the search's predicate, each step would draw anew).
+            let u = rng.unit() * sum;
+            cdf.partition_point(|&c| c < u) as u64
+        })
         .collect()
 }
 
 fn key(k: u64) -> [u8; 8] {
     k.to_le_bytes()
+}
+
+fn boxed(k: u64) -> Box<[u8]> {
+    Box::new(key(k))
 }
 
 fn store(capacity: usize, shards: usize) -> PayloadArc<L2<u64>> {
@@ -60,6 +92,15 @@ fn get(cache: &Cache<u64>, k: u64) -> Level {
         .level
 }
 
+/// What one of our entries weighs in L2 (to size a store in entries).
+fn entry_weight() -> usize {
+    let probe = store(1 << 20, 1);
+    ours(probe.clone(), 1)
+        .set(&key(0), &CallOptions::default(), Some(0))
+        .expect("room");
+    probe.used_bytes()
+}
+
 fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
     let group_name = "tiers_levels";
     let mut group = c.benchmark_group(group_name);
@@ -68,7 +109,7 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
     l1.set(&key(1), &CallOptions::default(), Some(1))
         .expect("room");
     group.bench_function("l1_hit", |b| b.iter(|| black_box(get(&l1, 1))));
-    // One L1 slot, two keys read in turn: every get is an L2 hit and a promotion.
+    // One L1 slot, two keys read in turn: every get is an L2 hit, a promotion and an eviction.
     let l2 = ours(store(64 << 20, 1), 1);
     for k in [1, 2] {
         l2.set(&key(k), &CallOptions::default(), Some(k))
@@ -81,6 +122,10 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
             black_box(get(&l2, flip.get()))
         })
     });
+    // The L2 read alone: no L1 lookup, no promotion.
+    group.bench_function("l2_read", |b| {
+        b.iter(|| black_box(l2.peek(&key(1), false).is_some()))
+    });
     let misses = ours(store(64 << 20, 1), 100);
     let next = Cell::new(0u64);
     group.bench_function("miss_with_loader", |b| {
@@ -91,20 +136,23 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
             black_box(hit.expect("loads"))
         })
     });
-    let moka = moka::sync::Cache::<u64, PayloadArc<u64>>::new(1024);
-    moka.insert(1, PayloadArc::new(1));
-    group.bench_function("moka_hit", |b| b.iter(|| black_box(moka.get(&1))));
-    let quick = quick_cache::sync::Cache::<u64, PayloadArc<u64>>::new(1024);
-    quick.insert(1, PayloadArc::new(1));
-    group.bench_function("quick_cache_hit", |b| b.iter(|| black_box(quick.get(&1))));
+    let moka = Moka::new(1024);
+    moka.insert(boxed(1), PayloadArc::new(1));
+    group.bench_function("moka_hit", |b| b.iter(|| black_box(moka.get(&key(1)[..]))));
+    let quick = Quick::new(1024);
+    quick.insert(boxed(1), PayloadArc::new(1));
+    group.bench_function("quick_cache_hit", |b| {
+        b.iter(|| black_box(quick.get(&key(1)[..])))
+    });
     group.finish();
     let pairs = [
         ("l1_hit", "l2_hit"),
         ("l1_hit", "miss_with_loader"),
         ("l1_hit", "moka_hit"),
         ("l1_hit", "quick_cache_hit"),
-        ("l2_hit", "moka_hit"),
         ("l2_hit", "quick_cache_hit"),
+        ("l2_read", "moka_hit"),
+        ("l2_read", "quick_cache_hit"),
     ];
     let pairs: Vec<_> = pairs
         .iter()
@@ -126,56 +174,165 @@ fn next_key(trace: &[u64]) -> u64 {
     })
 }
 
-fn zipf_reads(c: &mut criterion::Criterion, results: &std::path::Path) {
-    let trace = zipf(KEYS, ZIPF_S, 1 << 16, 42);
-    let cache = ours(store(256 << 20, 16), 1000);
-    let moka = moka::sync::Cache::<u64, PayloadArc<u64>>::new(KEYS as u64);
-    let quick = quick_cache::sync::Cache::<u64, PayloadArc<u64>>::new(KEYS);
-    for k in 0..KEYS as u64 {
-        cache
-            .set(&key(k), &CallOptions::default(), Some(k))
-            .expect("room");
-        moka.insert(k, PayloadArc::new(k));
-        quick.insert(k, PayloadArc::new(k));
-    }
-    moka.run_pending_tasks();
-    let group_name = "zipf_s0.9_100k_keys_read";
+/// The three sides of a Zipf group, each timed on `op` from 1, 2 and N threads.
+struct Sides<'a> {
+    ours: &'a (dyn Fn(u64) + Sync),
+    moka: &'a (dyn Fn(u64) + Sync),
+    quick: &'a (dyn Fn(u64) + Sync),
+}
+
+fn zipf_group(
+    c: &mut criterion::Criterion,
+    results: &std::path::Path,
+    group_name: &str,
+    trace: &[u64],
+    sides: Sides<'_>,
+) {
     let mut group = c.benchmark_group(group_name);
     let mut pairs = Vec::new();
     for threads in thread_counts() {
         group.throughput(Throughput::Elements(threads as u64));
-        let trace = &trace;
-        group.bench_with_input(BenchmarkId::new("ours", threads), &threads, |b, &t| {
-            b.iter_custom(|iters| {
-                time_threads(t, iters, || {
-                    black_box(get(&cache, next_key(trace)));
-                })
-            })
-        });
-        group.bench_with_input(BenchmarkId::new("moka", threads), &threads, |b, &t| {
-            b.iter_custom(|iters| {
-                time_threads(t, iters, || {
-                    black_box(moka.get(&next_key(trace)));
-                })
-            })
-        });
-        group.bench_with_input(
-            BenchmarkId::new("quick_cache", threads),
-            &threads,
-            |b, &t| {
-                b.iter_custom(|iters| {
-                    time_threads(t, iters, || {
-                        black_box(quick.get(&next_key(trace)));
-                    })
-                })
-            },
-        );
+        let named: [(&str, &(dyn Fn(u64) + Sync)); 3] = [
+            ("ours", sides.ours),
+            ("moka", sides.moka),
+            ("quick_cache", sides.quick),
+        ];
+        for (name, op) in named {
+            group.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &t| {
+                b.iter_custom(|iters| time_threads(t, iters, || op(next_key(trace))))
+            });
+        }
         for peer in ["moka", "quick_cache"] {
             pairs.push((format!("ours/{threads}"), format!("{peer}/{threads}")));
         }
     }
     group.finish();
     print_ratios(results, group_name, &pairs);
+}
+
+fn zipf_reads(c: &mut criterion::Criterion, results: &std::path::Path) {
+    let trace = zipf(KEYS, ZIPF_S, 1 << 16, 42);
+    let cache = ours(store(256 << 20, 16), L1_ENTRIES);
+    let moka = Moka::new(KEYS as u64);
+    let quick = Quick::new(KEYS);
+    for k in 0..KEYS as u64 {
+        cache
+            .set(&key(k), &CallOptions::default(), Some(k))
+            .expect("room");
+        moka.insert(boxed(k), PayloadArc::new(k));
+        quick.insert(boxed(k), PayloadArc::new(k));
+    }
+    moka.run_pending_tasks();
+    let sides = Sides {
+        ours: &|k| {
+            black_box(get(&cache, k));
+        },
+        moka: &|k| {
+            black_box(moka.get(&key(k)[..]));
+        },
+        quick: &|k| {
+            black_box(quick.get(&key(k)[..]));
+        },
+    };
+    zipf_group(c, results, "zipf_s0.9_100k_keys_read", &trace, sides);
+}
+
+/// The evicting regime: each cache holds half the distinct keys of the trace; a miss inserts
+/// the key.
+struct Evicting {
+    ours: Cache<u64>,
+    moka: Moka,
+    quick: Quick,
+}
+
+impl Evicting {
+    fn new(weight: usize, capacity: usize) -> Self {
+        Self {
+            ours: ours(store(weight * capacity, 16), L1_ENTRIES),
+            moka: Moka::new(capacity as u64),
+            quick: Quick::new(capacity),
+        }
+    }
+
+    /// Each side's get, inserting on a miss; whether it hit.
+    fn ours(&self, k: u64) -> bool {
+        let hit = get(&self.ours, k) != Level::Miss;
+        if !hit {
+            // A full shard may refuse (its tries used up): as a peer's insert that its policy
+            // rejects, the key is simply not kept.
+            let _ = self.ours.put(&key(k), k);
+        }
+        hit
+    }
+
+    fn moka(&self, k: u64) -> bool {
+        let hit = self.moka.get(&key(k)[..]).is_some();
+        if !hit {
+            self.moka.insert(boxed(k), PayloadArc::new(k));
+        }
+        hit
+    }
+
+    fn quick(&self, k: u64) -> bool {
+        let hit = self.quick.get(&key(k)[..]).is_some();
+        if !hit {
+            self.quick.insert(boxed(k), PayloadArc::new(k));
+        }
+        hit
+    }
+}
+
+fn zipf_evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_run: bool) {
+    let trace = zipf(KEYS, ZIPF_S, if quick_run { 1 << 14 } else { 1 << 20 }, 43);
+    let mut distinct = trace.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let capacity = distinct.len() / 2;
+    let weight = entry_weight();
+    let group_name = "zipf_s0.9_100k_keys_evicting";
+    let caches = Evicting::new(weight, capacity);
+    let sides = Sides {
+        ours: &|k| {
+            black_box(caches.ours(k));
+        },
+        moka: &|k| {
+            black_box(caches.moka(k));
+        },
+        quick: &|k| {
+            black_box(caches.quick(k));
+        },
+    };
+    zipf_group(c, results, group_name, &trace, sides);
+    // Hit ratios on one thread, fresh caches: a pass over the trace to warm up, then one
+    // counted.
+    let caches = Evicting::new(weight, capacity);
+    let mut hits = [0usize; 3];
+    for pass in 0..2 {
+        for &k in &trace {
+            let hit = [caches.ours(k), caches.moka(k), caches.quick(k)];
+            if pass == 1 {
+                for (h, hit) in hits.iter_mut().zip(hit) {
+                    *h += usize::from(hit);
+                }
+            }
+        }
+        caches.moka.run_pending_tasks();
+    }
+    let ratio = |h: usize| h as f64 / trace.len() as f64;
+    let names = ["ours", "moka", "quick_cache"];
+    let keys = distinct.len();
+    for (name, h) in names.iter().zip(hits) {
+        println!(
+            "hit ratio {group_name}, {keys} keys, capacity {capacity}: {name} {:.3}",
+            ratio(h)
+        );
+    }
+    for (name, h) in names.iter().zip(hits).skip(1) {
+        println!(
+            "ratio hit_ratio_evicting: ours is {:.2}x the hit ratio of {name}",
+            ratio(hits[0]) / ratio(h)
+        );
+    }
 }
 
 /// Runs `round` on 64 threads released together, `iters` times; returns the time spent.
@@ -229,12 +386,12 @@ fn single_flight(c: &mut criterion::Criterion, results: &std::path::Path) {
             spent
         })
     });
-    let moka = moka::sync::Cache::<u64, u64>::new(1 << 20);
+    let moka = moka::sync::Cache::<Box<[u8]>, u64>::new(1 << 20);
     group.bench_function("moka", |b| {
         b.iter_custom(|iters| {
             let base = round.fetch_add(iters, Ordering::Relaxed);
             sixty_four_at_once(iters, |i| {
-                let value = moka.get_with(base + i, || {
+                let value = moka.get_with(boxed(base + i), || {
                     slow_load();
                     i
                 });
@@ -259,16 +416,11 @@ fn hit_ratios(quick_run: bool) {
     trace.splice(requests / 2..requests / 2, cold);
 
     // Our L2: one shard sized to `capacity` entries; one L1 slot, so L1 hits are negligible.
-    let probe = store(1 << 20, 1);
-    ours(probe.clone(), 1)
-        .set(&key(0), &CallOptions::default(), Some(0))
-        .expect("room");
-    let per_entry = probe.used_bytes();
-    let s3fifo = ours(store(per_entry * capacity, 1), 1);
+    let s3fifo = ours(store(entry_weight() * capacity, 1), 1);
     // Plain LRU: our L1 alone (an L2 too small for anything keeps loads in L1 only).
     let lru = ours(store(1, 1), capacity);
-    let moka = moka::sync::Cache::<u64, u64>::new(capacity as u64);
-    let quick = quick_cache::sync::Cache::<u64, u64>::new(capacity);
+    let moka = Moka::new(capacity as u64);
+    let quick = Quick::new(capacity);
     let mut hits = [0usize; 4];
     for &k in &trace {
         let load = || Ok::<_, String>(Loaded::some(k));
@@ -279,15 +431,15 @@ fn hit_ratios(quick_run: bool) {
         if lru.get(&key(k), &opts, Some(load)).expect("loads").level == Level::L1 {
             hits[1] += 1;
         }
-        if moka.get(&k).is_some() {
+        if moka.get(&key(k)[..]).is_some() {
             hits[2] += 1;
         } else {
-            moka.insert(k, k);
+            moka.insert(boxed(k), PayloadArc::new(k));
         }
-        if quick.get(&k).is_some() {
+        if quick.get(&key(k)[..]).is_some() {
             hits[3] += 1;
         } else {
-            quick.insert(k, k);
+            quick.insert(boxed(k), PayloadArc::new(k));
         }
     }
     let names = ["ours (L2, S3-FIFO)", "LRU", "moka", "quick_cache"];
@@ -309,9 +461,11 @@ fn hit_ratios(quick_run: bool) {
 fn main() {
     let results = results_dir(env!("CARGO_TARGET_TMPDIR"));
     let mut c = criterion(&results);
+    let quick_run = std::env::args().any(|a| a == "--test");
     levels(&mut c, &results);
     zipf_reads(&mut c, &results);
+    zipf_evicting(&mut c, &results, quick_run);
     single_flight(&mut c, &results);
-    hit_ratios(std::env::args().any(|a| a == "--test"));
+    hit_ratios(quick_run);
     c.final_summary();
 }
