@@ -30,7 +30,7 @@
 use criterion::{BenchmarkId, Throughput};
 use mcb_benches::{criterion, print_ratios, results_dir, thread_counts, time_threads, Rng};
 use mcb_core::sync::PayloadArc;
-use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, L2};
+use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, Promotion, L2};
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -77,9 +77,15 @@ fn store(capacity: usize, shards: usize) -> PayloadArc<L2<u64>> {
     PayloadArc::new(L2::with_shards(capacity, shards).expect("valid"))
 }
 
+/// Our cache with the seed's options (every L2 hit promoted into L1).
 fn ours(l2: PayloadArc<L2<u64>>, l1_capacity: usize) -> Cache<u64> {
+    ours_with(l2, l1_capacity, Promotion::Always)
+}
+
+fn ours_with(l2: PayloadArc<L2<u64>>, l1_capacity: usize, promotion: Promotion) -> Cache<u64> {
     let opts = Options {
         l1_capacity,
+        promotion,
         ..Options::default()
     };
     Cache::new("bench", l2, opts).expect("valid")
@@ -109,6 +115,10 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
     l1.set(&key(1), &CallOptions::default(), Some(1))
         .expect("room");
     group.bench_function("l1_hit", |b| b.iter(|| black_box(get(&l1, 1))));
+    // The borrowing read: no clone of the shared value.
+    group.bench_function("l1_hit_borrowed", |b| {
+        b.iter(|| black_box(l1.get_with(&key(1), |v| *v).expect("no error")))
+    });
     // One L1 slot, two keys read in turn: every get is an L2 hit, a promotion and an eviction.
     let l2 = ours(store(64 << 20, 1), 1);
     for k in [1, 2] {
@@ -150,6 +160,7 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
         ("l1_hit", "miss_with_loader"),
         ("l1_hit", "moka_hit"),
         ("l1_hit", "quick_cache_hit"),
+        ("l1_hit_borrowed", "quick_cache_hit"),
         ("l2_hit", "quick_cache_hit"),
         ("l2_read", "moka_hit"),
         ("l2_read", "quick_cache_hit"),
@@ -174,36 +185,31 @@ fn next_key(trace: &[u64]) -> u64 {
     })
 }
 
-/// The three sides of a Zipf group, each timed on `op` from 1, 2 and N threads.
-struct Sides<'a> {
-    ours: &'a (dyn Fn(u64) + Sync),
-    moka: &'a (dyn Fn(u64) + Sync),
-    quick: &'a (dyn Fn(u64) + Sync),
-}
+/// The sides of a Zipf group by name, each timed on its operation from 1, 2 and N threads;
+/// the ratios compare each side named `ours...` with each peer.
+type Sides<'a> = [(&'a str, &'a (dyn Fn(u64) + Sync))];
 
 fn zipf_group(
     c: &mut criterion::Criterion,
     results: &std::path::Path,
     group_name: &str,
     trace: &[u64],
-    sides: Sides<'_>,
+    sides: &Sides<'_>,
 ) {
     let mut group = c.benchmark_group(group_name);
     let mut pairs = Vec::new();
     for threads in thread_counts() {
         group.throughput(Throughput::Elements(threads as u64));
-        let named: [(&str, &(dyn Fn(u64) + Sync)); 3] = [
-            ("ours", sides.ours),
-            ("moka", sides.moka),
-            ("quick_cache", sides.quick),
-        ];
-        for (name, op) in named {
+        for &(name, op) in sides {
             group.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &t| {
                 b.iter_custom(|iters| time_threads(t, iters, || op(next_key(trace))))
             });
         }
-        for peer in ["moka", "quick_cache"] {
-            pairs.push((format!("ours/{threads}"), format!("{peer}/{threads}")));
+        let ours = sides.iter().filter(|(n, _)| n.starts_with("ours"));
+        for (name, _) in ours {
+            for peer in ["moka", "quick_cache"] {
+                pairs.push((format!("{name}/{threads}"), format!("{peer}/{threads}")));
+            }
         }
     }
     group.finish();
@@ -212,29 +218,44 @@ fn zipf_group(
 
 fn zipf_reads(c: &mut criterion::Criterion, results: &std::path::Path) {
     let trace = zipf(KEYS, ZIPF_S, 1 << 16, 42);
-    let cache = ours(store(256 << 20, 16), L1_ENTRIES);
+    let l2 = store(256 << 20, 16);
+    // Two caches of two names on one store: one promotes on a second L1 miss, one (the seed's
+    // rule) on every L2 hit.
+    let second_hit = ours_with(l2.clone(), L1_ENTRIES, Promotion::SecondHit);
+    let always = Cache::new(
+        "always",
+        l2,
+        Options {
+            l1_capacity: L1_ENTRIES,
+            ..Options::default()
+        },
+    )
+    .expect("valid");
     let moka = Moka::new(KEYS as u64);
     let quick = Quick::new(KEYS);
     for k in 0..KEYS as u64 {
-        cache
-            .set(&key(k), &CallOptions::default(), Some(k))
-            .expect("room");
+        for cache in [&second_hit, &always] {
+            cache.put(&key(k), k).expect("room");
+        }
         moka.insert(boxed(k), PayloadArc::new(k));
         quick.insert(boxed(k), PayloadArc::new(k));
     }
     moka.run_pending_tasks();
-    let sides = Sides {
-        ours: &|k| {
-            black_box(get(&cache, k));
-        },
-        moka: &|k| {
+    let sides: [(&str, &(dyn Fn(u64) + Sync)); 4] = [
+        ("ours", &|k| {
+            black_box(get(&second_hit, k));
+        }),
+        ("ours_promote_always", &|k| {
+            black_box(get(&always, k));
+        }),
+        ("moka", &|k| {
             black_box(moka.get(&key(k)[..]));
-        },
-        quick: &|k| {
+        }),
+        ("quick_cache", &|k| {
             black_box(quick.get(&key(k)[..]));
-        },
-    };
-    zipf_group(c, results, "zipf_s0.9_100k_keys_read", &trace, sides);
+        }),
+    ];
+    zipf_group(c, results, "zipf_s0.9_100k_keys_read", &trace, &sides);
 }
 
 /// The evicting regime: each cache holds half the distinct keys of the trace; a miss inserts
@@ -248,7 +269,11 @@ struct Evicting {
 impl Evicting {
     fn new(weight: usize, capacity: usize) -> Self {
         Self {
-            ours: ours(store(weight * capacity, 16), L1_ENTRIES),
+            ours: ours_with(
+                store(weight * capacity, 16),
+                L1_ENTRIES,
+                Promotion::SecondHit,
+            ),
             moka: Moka::new(capacity as u64),
             quick: Quick::new(capacity),
         }
@@ -291,18 +316,18 @@ fn zipf_evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_
     let weight = entry_weight();
     let group_name = "zipf_s0.9_100k_keys_evicting";
     let caches = Evicting::new(weight, capacity);
-    let sides = Sides {
-        ours: &|k| {
+    let sides: [(&str, &(dyn Fn(u64) + Sync)); 3] = [
+        ("ours", &|k| {
             black_box(caches.ours(k));
-        },
-        moka: &|k| {
+        }),
+        ("moka", &|k| {
             black_box(caches.moka(k));
-        },
-        quick: &|k| {
+        }),
+        ("quick_cache", &|k| {
             black_box(caches.quick(k));
-        },
-    };
-    zipf_group(c, results, group_name, &trace, sides);
+        }),
+    ];
+    zipf_group(c, results, group_name, &trace, &sides);
     // Hit ratios on one thread, fresh caches: a pass over the trace to warm up, then one
     // counted.
     let caches = Evicting::new(weight, capacity);
@@ -458,14 +483,38 @@ fn hit_ratios(quick_run: bool) {
     }
 }
 
+/// Whether the command line's filter (criterion's positional argument, here matched as a plain
+/// substring) leaves anything of `group` to run: a group's setup and its untimed hit ratios
+/// are skipped with its benches, so that a profile of one row holds that row alone.
+fn wanted(group: &str) -> bool {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    filters.is_empty()
+        || filters
+            .iter()
+            .any(|f| group.contains(&**f) || f.starts_with(group))
+}
+
 fn main() {
     let results = results_dir(env!("CARGO_TARGET_TMPDIR"));
     let mut c = criterion(&results);
     let quick_run = std::env::args().any(|a| a == "--test");
-    levels(&mut c, &results);
-    zipf_reads(&mut c, &results);
-    zipf_evicting(&mut c, &results, quick_run);
-    single_flight(&mut c, &results);
-    hit_ratios(quick_run);
+    if wanted("tiers_levels") {
+        levels(&mut c, &results);
+    }
+    if wanted("zipf_s0.9_100k_keys_read") {
+        zipf_reads(&mut c, &results);
+    }
+    if wanted("zipf_s0.9_100k_keys_evicting") {
+        zipf_evicting(&mut c, &results, quick_run);
+    }
+    if wanted("single_flight_64_misses") {
+        single_flight(&mut c, &results);
+    }
+    if wanted("hit_ratio_zipf_scan") {
+        hit_ratios(quick_run);
+    }
     c.final_summary();
 }

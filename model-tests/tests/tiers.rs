@@ -315,3 +315,48 @@ fn tiers_l1_shared_by_name_catches_a_set_without_bump() {
         l1_shared_by_name,
     );
 }
+
+/// A cache's L1 copies die with the last cache of its name (mlcache keeps its LRUs in a weak
+/// table): a thread reads a key into its L1 through one cache of a name and lets go of it while
+/// another thread drops its own; once both are gone (observed through a flag), a cache made
+/// afterwards under that name finds nothing in the thread's L1.
+fn l1_dies_with_its_last_cache() {
+    let l2 = PayloadArc::new(L2::with_shards(1 << 12, 1).expect("valid"));
+    let first = named(&l2, "n");
+    set(&first, b"k", 1);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (l2, first, dropped) = (l2.clone(), first.clone(), dropped.clone());
+        thread::spawn(move || {
+            let none = None::<fn() -> Result<Loaded<u32>, String>>;
+            // An L2 hit, kept in this thread's L1.
+            first.get(b"k", &CallOptions::default(), none).unwrap();
+            drop(first);
+            // Acquire: pairs with the Release below; the other cache was dropped before this.
+            let both_gone = dropped.load(Ordering::Acquire);
+            let second = named(&l2, "n");
+            let got = second.get(b"k", &CallOptions::default(), none).unwrap();
+            if both_gone {
+                assert_ne!(got.level, Level::L1, "an L1 copy outlived its caches");
+            }
+        })
+    };
+    drop(first);
+    // Release: publishes "this thread's cache is gone" to the reader.
+    dropped.store(true, Ordering::Release);
+    join_all(vec![reader], (l2, dropped));
+}
+
+#[test]
+fn tiers_l1_dies_with_its_last_cache() {
+    check(l1_dies_with_its_last_cache);
+}
+
+#[test]
+fn tiers_l1_dies_with_its_last_cache_catches_a_slot_kept_alive() {
+    caught(
+        Mutant::L1SlotOutlivesItsCaches,
+        "an L1 copy outlived its caches",
+        l1_dies_with_its_last_cache,
+    );
+}

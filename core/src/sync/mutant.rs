@@ -69,6 +69,9 @@ pub enum Mutant {
     SetSkipsBump,
     /// The recache token is checked, then taken, in two steps instead of one read-modify-write.
     TokenCheckThenTake,
+    /// `l1::Slot::take` shares a slot that no cache holds any more, with its old incarnation,
+    /// so that a new cache of a name reads the L1 copies of the dropped ones.
+    L1SlotOutlivesItsCaches,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.

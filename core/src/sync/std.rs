@@ -24,7 +24,7 @@ pub(super) mod raw {
 
 /// Threads.
 pub mod thread {
-    pub use std::thread::{sleep, spawn, yield_now, JoinHandle, Scope};
+    pub use std::thread::{sleep, spawn, yield_now, Builder, JoinHandle, Scope};
 
     /// std's scoped threads. (The loom build runs each spawned closure at once on the calling
     /// thread, since loom's threads must be `'static`.)

@@ -24,9 +24,11 @@
 
 mod any;
 mod cache;
+#[allow(unsafe_code)] // the ticker's fork hook
 mod clock;
 mod error;
 mod flight;
+#[allow(unsafe_code)] // each thread's table of L1s, erased to their slot's value type
 mod l1;
 #[allow(unsafe_code)] // epoch-protected reads and reclamation
 mod l2;
@@ -43,5 +45,5 @@ pub use l2::L2;
 // For the memcached item store, which builds on L2 directly.
 pub use flight::LockOptions;
 pub(crate) use l2::{Change, Entry};
-pub use options::{CallOptions, Options, Transform, WarningHook};
+pub use options::{CallOptions, Options, Promotion, Transform, WarningHook};
 pub use weigh::AnyValue;
