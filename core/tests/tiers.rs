@@ -580,9 +580,11 @@ fn each_try_evicts_a_bounded_batch() {
             .unwrap();
     }
     let used = l2.used_bytes();
-    assert!(used > 7 << 10, "full: {used}");
-    // Needs about 20 evictions: one try (8) is not enough, four are.
-    let big = "x".repeat(used / 5);
+    // Full, but for what the writes evicted ahead (a sixteenth of the store at most, while
+    // their retired entries were reclaimed).
+    assert!(used >= (8 << 10) * 15 / 16 - 256, "full: {used}");
+    // Needs about 15 evictions: one try (8) is not enough, four are.
+    let big = "x".repeat(used / 4);
     let one = CallOptions {
         set_tries: Some(1),
         ..CallOptions::default()

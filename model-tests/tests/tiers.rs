@@ -50,9 +50,9 @@ fn peek(cache: &Cache<u32>, key: &[u8]) -> Option<u32> {
 }
 
 /// A reader walks L2 while a writer unlinks the node it reads and inserts another: the reader
-/// sees the old value or none, never freed memory (the models' collector frees a retired node
-/// as soon as no thread is pinned: see `mcb_core::sync::epoch`), reads the key being inserted
-/// as absent or whole, and no insert is lost.
+/// sees the old value or none, never freed or reused memory (the models' collector frees a
+/// retired node as soon as no thread is pinned: see `mcb_core::sync::epoch`; a reused node
+/// counts a new life), reads the key being inserted as absent or whole, and no insert is lost.
 fn l2_read_remove_insert() {
     let cache = cache();
     set(&cache, b"a", 1);
@@ -101,6 +101,19 @@ fn tiers_l2_reclamation_catches_a_batch_freed_at_handover() {
     caught(
         Mutant::L2FreesBatchAtHandover,
         "L2 node used after free",
+        l2_read_remove_insert,
+    );
+}
+
+/// Recycled nodes are reused by the next writes: recycling a batch when it is handed over,
+/// without the grace period, lets the writer of `b` reuse the node of `a` while its reader
+/// holds it ("reused while read"), or the models' collector marks the end of `a`'s grace
+/// period on the node's new life, which `b`'s reader then finds ("used after free").
+#[test]
+fn tiers_l2_reclamation_catches_recycling_at_handover() {
+    caught(
+        Mutant::L2RecyclesAtHandover,
+        "L2 node ",
         l2_read_remove_insert,
     );
 }
