@@ -77,6 +77,19 @@ add l2-read-unpinned core/src/tiers/l2.rs tiers \
     $'        let guard = self.domain.pin();\n        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), &guard, |n| {' \
     $'        // SAFETY: none: the mutant reads without pinning.\n        let guard = unsafe { epoch::unprotected() };\n        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), guard, |n| {' \
     "L2 read without pinning the epoch: use after free"
+add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
+    'let held = h.caches > 0 ||' 'let held = true ||' \
+    "a new cache of a name takes the slot of dropped ones: their L1 copies outlive them"
+add l2-recycle-at-handover core/src/tiers/l2.rs tiers \
+    'if mutant::active(Mutant::L2RecyclesAtHandover) {' 'if true {' \
+    "retired nodes recycled when handed over, not after the grace period: a writer reuses a node under its reader"
+add clock-ticker-stands-still core/src/tiers/clock.rs tiers \
+    $'                return;\n            }\n            NOW.store(coarse_ms() + 1, Ordering::Relaxed);' \
+    $'                return;\n            }' \
+    "the ticker stops storing the time: every cache on the system clock sees it stand still"
+add clock-no-fallback core/src/tiers/clock.rs tiers \
+    '0 => coarse_ms(),' '0 => 1,' \
+    "without a ticker the time reads 0: ttls never end"
 
 # Replaces exactly one occurrence of $FROM by $TO in the file.
 patch_one() {

@@ -230,10 +230,9 @@ impl<T> Fields<T> {
         node.key = self.key;
         node.slot = 0;
         node.weight = self.weight;
-        // Relaxed (both): the node is private to its writer until it is published, with a
-        // Release store of the link to it.
+        // Relaxed: the node is private to its writer until it is published, with a Release
+        // store of the link to it (its `next` is set just before that).
         node.freq.store(0, Ordering::Relaxed);
-        node.next.store(Shared::null(), Ordering::Relaxed);
     }
 }
 
