@@ -333,6 +333,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     {
         self.check(opts)?;
         let probe = self.l2.probe(self.ns.id, key);
+        self.l2.prefetch(&probe);
         let now = self.now();
         let promote = match self.read_l1(&probe, now, Option::clone) {
             Ok(value) => {
@@ -389,6 +390,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         read: impl FnOnce(&V) -> R,
     ) -> Result<(Option<R>, Level), Error> {
         let probe = self.l2.probe(self.ns.id, key);
+        self.l2.prefetch(&probe);
         let now = self.now();
         let read = |value: &Option<PayloadArc<V>>| value.as_deref().map(read);
         let (promote, read) = match self.read_l1(&probe, now, read) {

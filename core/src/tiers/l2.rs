@@ -593,6 +593,22 @@ impl<T: Send + Sync + 'static> L2<T> {
         &self.shards[((low * self.shards.len() as u64) >> 32) as usize]
     }
 
+    /// Starts loading the bucket `probe`'s key lies in, for a read to come: a cache asks for
+    /// it before it looks in L1, so that on an L1 miss the bucket is on its way (a miss on it
+    /// was a fifth of an L2 read over 100k keys).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, probe: &Probe<'_>) {
+        let bucket = self.shard(probe.hash).bucket(probe.hash) as *const Atomic<Node<T>>;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint: it reads nothing the program sees and cannot fault,
+        // and SSE is part of x86_64's baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(bucket.cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = bucket;
+    }
+
     /// Reads `key` without a lock, handing `f` the stored entry (which it may only borrow for
     /// the call: what it keeps, it clones).
     pub(crate) fn read<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Entry<T>) -> R) -> Option<R> {
