@@ -355,18 +355,27 @@ fn zipf_evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_
         }
         caches.moka.run_pending_tasks();
     }
-    let ratio = |h: usize| h as f64 / trace.len() as f64;
+    let workload = format!("{group_name}, {} keys, capacity {capacity}", distinct.len());
     let names = ["ours", "moka", "quick_cache"];
-    let keys = distinct.len();
-    for (name, h) in names.iter().zip(hits) {
-        println!(
-            "hit ratio {group_name}, {keys} keys, capacity {capacity}: {name} {:.3}",
-            ratio(h)
-        );
+    print_hit_ratios(&workload, "hit_ratio_evicting", &names, &hits, trace.len());
+}
+
+/// Prints each side's hit ratio (`hits` out of `requests`, in the order of `names`), then the
+/// first side's against each other one, as ratios named `ratio_name`.
+fn print_hit_ratios(
+    workload: &str,
+    ratio_name: &str,
+    names: &[&str],
+    hits: &[usize],
+    requests: usize,
+) {
+    let ratio = |h: usize| h as f64 / requests as f64;
+    for (name, &h) in names.iter().zip(hits) {
+        println!("hit ratio {workload}: {name} {:.3}", ratio(h));
     }
-    for (name, h) in names.iter().zip(hits).skip(1) {
+    for (name, &h) in names.iter().zip(hits).skip(1) {
         println!(
-            "ratio hit_ratio_evicting: ours is {:.2}x the hit ratio of {name}",
+            "ratio {ratio_name}: ours is {:.2}x the hit ratio of {name}",
             ratio(hits[0]) / ratio(h)
         );
     }
@@ -480,19 +489,8 @@ fn hit_ratios(quick_run: bool) {
         }
     }
     let names = ["ours (L2, S3-FIFO)", "LRU", "moka", "quick_cache"];
-    let ratio = |h: usize| h as f64 / trace.len() as f64;
-    for (name, h) in names.iter().zip(hits) {
-        println!(
-            "hit ratio zipf_s0.9_100k_keys+scan, capacity {capacity}: {name} {:.3}",
-            ratio(h)
-        );
-    }
-    for (name, h) in names.iter().zip(hits).skip(1) {
-        println!(
-            "ratio hit_ratio: ours is {:.2}x the hit ratio of {name}",
-            ratio(hits[0]) / ratio(h)
-        );
-    }
+    let workload = format!("zipf_s0.9_100k_keys+scan, capacity {capacity}");
+    print_hit_ratios(&workload, "hit_ratio", &names, &hits, trace.len());
 }
 
 /// Whether the command line's filter (criterion's positional argument, a regex, here matched
