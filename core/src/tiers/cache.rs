@@ -344,7 +344,34 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             }
             Err((promote, _)) => promote,
         };
-        match self.beyond_l1(&probe, now, promote, opts, into)? {
+        // The short way of an L2 hit not promoted, straight back (not through what a miss
+        // needs to carry to the loader).
+        if !promote && into.is_none() {
+            if let Some((value, level)) = self.read_in_place(&probe, now, &mut Some(Option::clone))
+            {
+                return Ok(Hit { value, level });
+            }
+        }
+        self.miss_l1(key, &probe, now, promote, opts, loader, into)
+    }
+
+    /// [`Cache::get`] past an L1 miss and the short way: L2, then the loader.
+    #[allow(clippy::too_many_arguments)] // get_into's own, split off to keep the hit path short
+    fn miss_l1<F, E>(
+        &self,
+        key: &[u8],
+        probe: &Probe<'_>,
+        now: u64,
+        promote: bool,
+        opts: &CallOptions,
+        loader: Option<F>,
+        into: IntoL1Ref<'_, T, V>,
+    ) -> Result<Hit<V>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
+    {
+        match self.beyond_l1(probe, now, promote, opts, into)? {
             Ok(hit) => Ok(hit),
             Err(pending) => match loader {
                 Some(loader) => self.load(key, pending, loader),
