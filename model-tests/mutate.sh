@@ -100,6 +100,19 @@ add destroy-ignores-holds core/src/bucket/registry.rs bucket \
     'let held = handle.is_held() && !mutant::active(Mutant::DestroyIgnoresHolds);' \
     'let held = false;' \
     "the worker destroys the engine as the delete completes, while an item of it is held"
+add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
+    'let held = h.caches > 0 ||' 'let held = true ||' \
+    "a new cache of a name takes the slot of dropped ones: their L1 copies outlive them"
+add l2-recycle-at-handover core/src/tiers/l2.rs tiers \
+    'if mutant::active(Mutant::L2RecyclesAtHandover) {' 'if true {' \
+    "retired nodes recycled when handed over, not after the grace period: a writer reuses a node under its reader"
+add clock-ticker-stands-still core/src/tiers/clock.rs tiers \
+    $'                return;\n            }\n            NOW.store(coarse_ms() + 1, Ordering::Relaxed);' \
+    $'                return;\n            }' \
+    "the ticker stops storing the time: every cache on the system clock sees it stand still"
+add clock-no-fallback core/src/tiers/clock.rs tiers \
+    '0 => coarse_ms(),' '0 => 1,' \
+    "without a ticker the time reads 0: ttls never end"
 
 # Replaces exactly one occurrence of $FROM by $TO in the file.
 patch_one() {

@@ -39,16 +39,19 @@ impl List {
     };
 
     /// The slot at the front (the most recently pushed).
+    #[inline]
     pub(crate) fn front(&self) -> Option<u32> {
         (self.head != NIL).then_some(self.head)
     }
 
     /// The slot at the back (the next to go).
+    #[inline]
     pub(crate) fn back(&self) -> Option<u32> {
         (self.tail != NIL).then_some(self.tail)
     }
 
     /// Values on the list.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -114,12 +117,14 @@ impl<T> LinkedSlab<T> {
     }
 
     /// Moves `index` from `from` (which holds it) to the front of `to` (which may be `from`).
+    #[inline]
     pub(crate) fn move_front(&mut self, from: &mut List, to: Option<&mut List>, index: u32) {
         self.unlink(from, index);
         self.link_front(to.unwrap_or(from), index);
     }
 
     /// The value in `index`.
+    #[inline]
     pub(crate) fn get(&self, index: u32) -> &T {
         self.slots[index as usize]
             .value
@@ -128,6 +133,7 @@ impl<T> LinkedSlab<T> {
     }
 
     /// The value in `index`, to change.
+    #[inline]
     pub(crate) fn get_mut(&mut self, index: u32) -> &mut T {
         self.slots[index as usize]
             .value
@@ -136,6 +142,7 @@ impl<T> LinkedSlab<T> {
     }
 
     /// The slot after `index` on its list (towards the back).
+    #[inline]
     pub(crate) fn next(&self, index: u32) -> Option<u32> {
         let next = self.slots[index as usize].next;
         (next != NIL).then_some(next)
@@ -199,6 +206,7 @@ impl<T> LinkedSlab<T> {
         }
     }
 
+    #[inline]
     fn link_front(&mut self, list: &mut List, index: u32) {
         let old = list.head;
         let slot = &mut self.slots[index as usize];
@@ -213,6 +221,7 @@ impl<T> LinkedSlab<T> {
         list.len += 1;
     }
 
+    #[inline]
     fn unlink(&mut self, list: &mut List, index: u32) {
         let Slot { prev, next, .. } = self.slots[index as usize];
         if prev == NIL {

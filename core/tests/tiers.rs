@@ -580,9 +580,11 @@ fn each_try_evicts_a_bounded_batch() {
             .unwrap();
     }
     let used = l2.used_bytes();
-    assert!(used > 7 << 10, "full: {used}");
-    // Needs about 20 evictions: one try (8) is not enough, four are.
-    let big = "x".repeat(used / 5);
+    // Full, but for what the writes evicted ahead (a sixteenth of the store at most, while
+    // their retired entries were reclaimed).
+    assert!(used >= (8 << 10) * 15 / 16 - 256, "full: {used}");
+    // Needs about 15 evictions: one try (8) is not enough, four are.
+    let big = "x".repeat(used / 4);
     let one = CallOptions {
         set_tries: Some(1),
         ..CallOptions::default()
@@ -776,16 +778,55 @@ fn a_panicking_loader_never_resurrects_and_the_next_get_loads_again() {
 }
 
 #[test]
-fn caches_of_one_name_share_this_threads_l1_even_after_the_first_is_gone() {
+fn caches_of_one_name_share_this_threads_l1_while_one_lives() {
     let l2 = store(1 << 20);
     let clock = Clock::manual();
     let first = Cache::new("shared", l2.clone(), options(&clock)).unwrap();
     first.put(b"k", "v".into()).unwrap();
-    drop(first);
     let second = Cache::new("shared", l2.clone(), options(&clock)).unwrap();
+    drop(first);
     assert_eq!(get(&second, "k", NONE), got("v", Level::L1));
     let other = Cache::new("other", l2, options(&clock)).unwrap();
     assert_eq!(get(&other, "k", NONE), Ok((None, Level::Miss)));
+}
+
+/// mlcache keeps its LRUs in a weak table: they die with their instances.
+#[test]
+fn the_last_cache_of_a_name_takes_its_l1_copies_with_it() {
+    let l2 = store(1 << 20);
+    let clock = Clock::manual();
+    let cache = || PayloadArc::new(Cache::new("gone", l2.clone(), options(&clock)).unwrap());
+    // A thread that outlives the first cache: it reads "k" through the cache it is sent, and
+    // lets go of that cache before it answers.
+    let (ask, asked) = mpsc::channel::<PayloadArc<Cache<String>>>();
+    let (answer, answers) = mpsc::channel();
+    let helper = thread::spawn(move || {
+        for cache in asked {
+            let got = get(&cache, "k", NONE);
+            drop(cache);
+            answer.send(got).unwrap();
+        }
+    });
+    let elsewhere = |cache: &PayloadArc<Cache<String>>| {
+        ask.send(cache.clone()).unwrap();
+        answers.recv().unwrap()
+    };
+    let first = cache();
+    first.put(b"k", "v".into()).unwrap();
+    assert_eq!(get(&first, "k", NONE), got("v", Level::L1));
+    assert_eq!(elsewhere(&first), got("v", Level::L2));
+    assert_eq!(elsewhere(&first), got("v", Level::L1), "kept in its L1");
+    drop(first);
+    let second = cache();
+    assert_eq!(
+        get(&second, "k", NONE),
+        got("v", Level::L2),
+        "a new L1 here"
+    );
+    assert_eq!(elsewhere(&second), got("v", Level::L2), "and there");
+    assert_eq!(elsewhere(&second), got("v", Level::L1));
+    drop(ask);
+    helper.join().unwrap();
 }
 
 #[test]
@@ -1087,4 +1128,80 @@ fn a_per_call_transform_makes_what_this_call_keeps_in_l1() {
     let refuse = |_: &String| Err::<String, _>("no");
     let refused = cache.get_transformed(b"r", &CallOptions::default(), value("x"), refuse);
     assert_eq!(refused, Err(Error::Transform("no".into())));
+}
+
+#[test]
+fn get_with_reads_in_place_from_l1_and_l2() {
+    let (cache, clock) = cache();
+    let len = |v: &String| v.len();
+    assert_eq!(cache.get_with(b"k", len), Ok((None, Level::Miss)));
+    cache.put(b"k", "four".into()).unwrap();
+    assert_eq!(cache.get_with(b"k", len), Ok((Some(4), Level::L1)));
+    elsewhere(|| {
+        assert_eq!(cache.get_with(b"k", len), Ok((Some(4), Level::L2)));
+        assert_eq!(
+            cache.get_with(b"k", len),
+            Ok((Some(4), Level::L1)),
+            "promoted"
+        );
+    });
+    cache.set(b"none", &CallOptions::default(), None).unwrap();
+    assert_eq!(
+        cache.get_with(b"none", len),
+        Ok((None, Level::L1)),
+        "a cached miss"
+    );
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(cache.get_with(b"k", len), Ok((None, Level::Miss)), "stale");
+    // Through a transform: L1's type.
+    let parse = |s: &String| s.parse::<u64>();
+    let numbers = Cache::with_l1_type("n", store(1 << 16), options(&clock), parse).unwrap();
+    numbers.put(b"k", "42".into()).unwrap();
+    elsewhere(|| assert_eq!(numbers.get_with(b"k", |n| n + 1), Ok((Some(43), Level::L2))));
+}
+
+#[test]
+fn second_hit_promotes_what_a_thread_reads_again() {
+    let (cache, _) = cache_with(|o| o.promotion = Promotion::SecondHit);
+    cache.put(b"k", "v".into()).unwrap();
+    assert_eq!(
+        get(&cache, "k", NONE),
+        got("v", Level::L1),
+        "a set goes to L1"
+    );
+    elsewhere(|| {
+        assert_eq!(
+            get(&cache, "k", NONE),
+            got("v", Level::L2),
+            "read once: kept in L2"
+        );
+        assert_eq!(
+            get(&cache, "k", NONE),
+            got("v", Level::L2),
+            "twice: promoted"
+        );
+        assert_eq!(get(&cache, "k", NONE), got("v", Level::L1));
+        // The borrowing read of a value not promoted reads L2's own.
+        let len = |v: &String| v.len();
+        assert_eq!(cache.get_with(b"j", len), Ok((None, Level::Miss)));
+        cache.put(b"j", "three".into()).unwrap();
+        cache.delete(b"k");
+        assert_eq!(get(&cache, "k", NONE), Ok((None, Level::Miss)));
+    });
+    // Another thread's delete invalidated this thread's copy: a miss, not a stale L1 read.
+    assert_eq!(get(&cache, "k", NONE), Ok((None, Level::Miss)));
+    elsewhere(|| {
+        let len = |v: &String| v.len();
+        assert_eq!(
+            cache.get_with(b"j", len),
+            Ok((Some(5), Level::L2)),
+            "in place"
+        );
+        assert_eq!(
+            cache.get_with(b"j", len),
+            Ok((Some(5), Level::L2)),
+            "promoted"
+        );
+        assert_eq!(cache.get_with(b"j", len), Ok((Some(5), Level::L1)));
+    });
 }

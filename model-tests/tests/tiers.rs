@@ -50,9 +50,9 @@ fn peek(cache: &Cache<u32>, key: &[u8]) -> Option<u32> {
 }
 
 /// A reader walks L2 while a writer unlinks the node it reads and inserts another: the reader
-/// sees the old value or none, never freed memory (the models' collector frees a retired node
-/// as soon as no thread is pinned: see `mcb_core::sync::epoch`), reads the key being inserted
-/// as absent or whole, and no insert is lost.
+/// sees the old value or none, never freed or reused memory (the models' collector frees a
+/// retired node as soon as no thread is pinned: see `mcb_core::sync::epoch`; a reused node
+/// counts a new life), reads the key being inserted as absent or whole, and no insert is lost.
 fn l2_read_remove_insert() {
     let cache = cache();
     set(&cache, b"a", 1);
@@ -101,6 +101,19 @@ fn tiers_l2_reclamation_catches_a_batch_freed_at_handover() {
     caught(
         Mutant::L2FreesBatchAtHandover,
         "L2 node used after free",
+        l2_read_remove_insert,
+    );
+}
+
+/// Recycled nodes are reused by the next writes: recycling a batch when it is handed over,
+/// without the grace period, lets the writer of `b` reuse the node of `a` while its reader
+/// holds it ("reused while read"), or the models' collector marks the end of `a`'s grace
+/// period on the node's new life, which `b`'s reader then finds ("used after free").
+#[test]
+fn tiers_l2_reclamation_catches_recycling_at_handover() {
+    caught(
+        Mutant::L2RecyclesAtHandover,
+        "L2 node ",
         l2_read_remove_insert,
     );
 }
@@ -313,5 +326,50 @@ fn tiers_l1_shared_by_name_catches_a_set_without_bump() {
         Mutant::SetSkipsBump,
         "stale L1 read after a set through another cache of the name",
         l1_shared_by_name,
+    );
+}
+
+/// A cache's L1 copies die with the last cache of its name (mlcache keeps its LRUs in a weak
+/// table): a thread reads a key into its L1 through one cache of a name and lets go of it while
+/// another thread drops its own; once both are gone (observed through a flag), a cache made
+/// afterwards under that name finds nothing in the thread's L1.
+fn l1_dies_with_its_last_cache() {
+    let l2 = PayloadArc::new(L2::with_shards(1 << 12, 1).expect("valid"));
+    let first = named(&l2, "n");
+    set(&first, b"k", 1);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (l2, first, dropped) = (l2.clone(), first.clone(), dropped.clone());
+        thread::spawn(move || {
+            let none = None::<fn() -> Result<Loaded<u32>, String>>;
+            // An L2 hit, kept in this thread's L1.
+            first.get(b"k", &CallOptions::default(), none).unwrap();
+            drop(first);
+            // Acquire: pairs with the Release below; the other cache was dropped before this.
+            let both_gone = dropped.load(Ordering::Acquire);
+            let second = named(&l2, "n");
+            let got = second.get(b"k", &CallOptions::default(), none).unwrap();
+            if both_gone {
+                assert_ne!(got.level, Level::L1, "an L1 copy outlived its caches");
+            }
+        })
+    };
+    drop(first);
+    // Release: publishes "this thread's cache is gone" to the reader.
+    dropped.store(true, Ordering::Release);
+    join_all(vec![reader], (l2, dropped));
+}
+
+#[test]
+fn tiers_l1_dies_with_its_last_cache() {
+    check(l1_dies_with_its_last_cache);
+}
+
+#[test]
+fn tiers_l1_dies_with_its_last_cache_catches_a_slot_kept_alive() {
+    caught(
+        Mutant::L1SlotOutlivesItsCaches,
+        "an L1 copy outlived its caches",
+        l1_dies_with_its_last_cache,
     );
 }

@@ -1,9 +1,10 @@
-//! L1 and L2 hits allocate nothing: a global allocator counts this thread's allocations.
+//! L1 and L2 hits allocate nothing, and a set allocates only its value's `PayloadArc` once the
+//! store recycles its nodes: a global allocator counts this thread's allocations.
 
 #![cfg(not(mcb_loom))] // real threads and std atomics
 
 use mcb_core::sync::PayloadArc;
-use mcb_core::tiers::{Cache, CallOptions, Clock, Level, Loaded, Options, L2};
+use mcb_core::tiers::{Cache, CallOptions, Clock, Level, Loaded, Options, Promotion, L2};
 use mcb_testkit::alloc::{allocations_during as allocations, Counting};
 
 #[global_allocator]
@@ -55,6 +56,66 @@ fn an_l2_hit_and_its_promotion_allocate_nothing() {
         }
     });
     assert_eq!(n, 0, "allocations on L2 hits");
+}
+
+#[test]
+fn an_l2_hit_not_promoted_and_a_borrowing_read_allocate_nothing() {
+    let l2 = PayloadArc::new(L2::with_shards(1 << 20, 4).unwrap());
+    let opts = Options {
+        l1_capacity: 1,
+        promotion: Promotion::SecondHit,
+        clock: Clock::manual(),
+        ..Options::default()
+    };
+    let cache = Cache::new("unpromoted", l2, opts).unwrap();
+    // Stored from another thread: this one's L1 holds neither key, and with one slot in its
+    // table of hashes, reading them in turn never promotes.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            cache.set(b"a", &CallOptions::default(), Some(1)).unwrap();
+            cache.set(b"b", &CallOptions::default(), Some(2)).unwrap();
+        });
+    });
+    level(&cache, b"a");
+    let n = allocations(|| {
+        for _ in 0..1000 {
+            assert_eq!(level(&cache, b"b"), Level::L2);
+            assert_eq!(level(&cache, b"a"), Level::L2);
+            assert_eq!(cache.get_with(b"b", |v| *v), Ok((Some(2), Level::L2)));
+            assert_eq!(cache.get_with(b"a", |v| *v), Ok((Some(1), Level::L2)));
+        }
+    });
+    assert_eq!(n, 0, "allocations on unpromoted L2 hits");
+}
+
+/// A set of a new key into a full store, evicting: its value's `PayloadArc` (the caller's
+/// value, shared from then on), and the node only until the store has recycled enough. The
+/// epoch collector allocates a queue entry per batch it is handed (64 retired nodes), so the
+/// count per set is a little over one.
+#[test]
+fn a_set_allocates_its_value_and_no_node_once_warm() {
+    const SETS: u64 = 20_000;
+    // Room for about 1,000 entries in one shard.
+    let l2 = PayloadArc::new(L2::with_shards(160 * 1000, 1).unwrap());
+    let opts = Options {
+        l1_capacity: 16,
+        clock: Clock::manual(),
+        ..Options::default()
+    };
+    let cache = Cache::new("sets", l2, opts).unwrap();
+    let set = |k: u64| {
+        let _ = cache.set(&k.to_le_bytes(), &CallOptions::default(), Some(k));
+    };
+    for k in 0..SETS {
+        set(k);
+    }
+    let n = allocations(|| (SETS..2 * SETS).for_each(set));
+    let per_set = n as f64 / SETS as f64;
+    eprintln!("allocations per set: {per_set:.3}");
+    assert!(
+        (1.0..1.05).contains(&per_set),
+        "{per_set} allocations per set: the value's, and about one per 64 sets"
+    );
 }
 
 #[test]

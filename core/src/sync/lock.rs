@@ -17,6 +17,14 @@ pub struct Mutex<T>(raw::Mutex<T>);
 pub type MutexGuard<'a, T> = raw::MutexGuard<'a, T>;
 
 impl<T> Mutex<T> {
+    /// `const` in the std build, so that a `static` can hold one (loom's is not: a loom static
+    /// is a `loom::lazy_static!`, made anew for each execution of a model).
+    #[cfg(not(mcb_loom))]
+    pub const fn new(value: T) -> Self {
+        Self(raw::Mutex::new(value))
+    }
+
+    #[cfg(mcb_loom)]
     pub fn new(value: T) -> Self {
         Self(raw::Mutex::new(value))
     }

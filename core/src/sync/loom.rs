@@ -161,7 +161,7 @@ pub(super) fn thread_index() -> usize {
 /// structure retired when the structure goes.
 #[allow(unsafe_code)] // the per-thread participant slots, the models' retired flags
 pub mod epoch {
-    pub use crossbeam_epoch::{unprotected, Atomic, Guard, Owned, Shared};
+    pub use crossbeam_epoch::{unprotected, Atomic, Guard, Shared};
 
     /// The reclamation domain of one data structure. Each has a collector of its own
     /// (registered per pin), because the global one does not survive loom's teardown at the

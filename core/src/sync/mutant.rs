@@ -78,6 +78,12 @@ pub enum Mutant {
     /// `Handle::unhold` decrements Relaxed instead of Release: the destroy need not happen after
     /// the held item's last call.
     UnholdRelaxed,
+    /// `l1::Slot::take` shares a slot that no cache holds any more, with its old incarnation,
+    /// so that a new cache of a name reads the L1 copies of the dropped ones.
+    L1SlotOutlivesItsCaches,
+    /// The L2 recycles a batch of retired nodes (into its pool, for the next writes to reuse)
+    /// when it hands the batch to the collector, without the epoch grace period.
+    L2RecyclesAtHandover,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.

@@ -24,7 +24,7 @@ pub(super) mod raw {
 
 /// Threads.
 pub mod thread {
-    pub use std::thread::{sleep, spawn, yield_now, JoinHandle, Scope};
+    pub use std::thread::{sleep, spawn, yield_now, Builder, JoinHandle, Scope};
 
     /// std's scoped threads. (The loom build runs each spawned closure at once on the calling
     /// thread, since loom's threads must be `'static`.)
@@ -156,7 +156,7 @@ pub(super) fn thread_index() -> usize {
 /// Epoch-based reclamation (crossbeam-epoch) behind one type, so loom models can free what a
 /// structure retired when the structure goes.
 pub mod epoch {
-    pub use crossbeam_epoch::{unprotected, Atomic, Guard, Owned, Shared};
+    pub use crossbeam_epoch::{unprotected, Atomic, Guard, Shared};
 
     /// The reclamation domain of one data structure: crossbeam's global collector, whose pin
     /// is a thread-local operation and allocates nothing. (Under loom each domain has a

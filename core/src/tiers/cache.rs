@@ -1,15 +1,22 @@
 //! [`Cache`]: the seed's public API over L1 (this thread), L2 (shared) and L3 (the loader).
+//!
+//! A get hashes its key once (L1's index, the invalidation stripe and L2 all use that hash),
+//! reads the process-wide coarse time (one load: see `clock`), finds this thread's L1 at the
+//! cache's slot (see `l1`), and with options left at the cache's own resolves nothing: they were
+//! resolved when the cache was made. On an L1 miss it reads L2 without a lock and promotes by
+//! the cache's [`Promotion`](super::Promotion) rule. [`Cache::get_with`] reads without a clone.
 
-use super::clock::to_ms;
+use super::clock::{to_ms, Ticking};
 use super::error::{BoxError, Error, LoaderError, StoreKind, Warning};
 use super::l1::{self, L1};
-use super::l2::{Entry, Found, L2};
+use super::l2::{self as store, Entry, Probe, L2};
 use super::namespace::Namespace;
-use super::options::{CallOptions, Options, Resolved};
+use super::options::{CallOptions, Options, Promotion, Resolved};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::time::Duration;
 use crate::sync::{thread, Arc, PayloadArc};
+use std::any::Any;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -157,8 +164,18 @@ pub struct Cache<T, V = T> {
     /// The separate store for cached misses, and this cache's namespace there.
     misses: Option<(PayloadArc<L2<T>>, Arc<Namespace>)>,
     opts: Options<T>,
+    /// `opts` resolved for the calls that override none of them.
+    defaults: Resolved,
+    /// Where each thread keeps its L1 of this name, and how it makes it.
+    slot: l1::Slot,
+    shape: l1::Shape,
     into_l1: IntoL1<T, V>,
+    /// Whether L1 keeps L2's values as they are (`V` is `T`, no transform): a borrowing read
+    /// of L2 then hands out L2's own value.
+    identity: bool,
     warnings: AtomicU64,
+    /// Keeps the process-wide time ticking while the cache lives, on the system clock.
+    _ticking: Option<Ticking>,
 }
 
 impl<T, V> fmt::Debug for Cache<T, V> {
@@ -180,8 +197,10 @@ enum Read<T, V> {
     Stale(Option<PayloadArc<T>>),
 }
 
-/// How one call turns values of L2 into values of L1: the cache's [`IntoL1`], or a per-call one.
-type IntoL1Ref<'a, T, V> = &'a (dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Sync);
+/// How one call turns values of L2 into values of L1: a per-call transform, or `None` for the
+/// cache's own ([`IntoL1`], skipped where L1 keeps L2's values as they are).
+type IntoL1Ref<'a, T, V> =
+    Option<&'a (dyn Fn(&PayloadArc<T>) -> Result<PayloadArc<V>, Error> + Sync)>;
 
 /// A miss that needs the loader.
 struct Pending<'a, T, V> {
@@ -199,7 +218,10 @@ impl<T: Send + Sync + 'static> Cache<T> {
             Some(transform) => PayloadArc::new(move |v| transform(v).map_err(Error::Transform)),
             None => PayloadArc::new(|v| Ok(v.clone())),
         };
-        Self::build(name, l2, opts, into_l1)
+        let identity = opts.transform.is_none();
+        let mut cache = Self::build(name, l2, opts, into_l1)?;
+        cache.identity = identity;
+        Ok(cache)
     }
 }
 
@@ -228,16 +250,25 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         opts: Options<T>,
         into_l1: IntoL1<T, V>,
     ) -> Result<Self, Error> {
-        opts.validate()?;
+        let defaults = opts.validate()?;
+        let ns = l2.namespace(name);
         Ok(Self {
-            ns: l2.namespace(name),
+            slot: l1::Slot::take::<V>(&ns),
+            shape: l1::Shape {
+                capacity: opts.l1_capacity,
+                second_hit: opts.promotion == Promotion::SecondHit,
+            },
+            ns,
             misses: opts.miss_store.clone().map(|m| {
                 let ns = m.namespace(name);
                 (m, ns)
             }),
             l2,
+            _ticking: opts.clock.keep_ticking(),
             opts,
+            defaults,
             into_l1,
+            identity: false,
             warnings: AtomicU64::new(0),
         })
     }
@@ -268,7 +299,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         F: FnOnce() -> Result<Loaded<T>, E>,
         E: Into<BoxError>,
     {
-        self.get_into(key, opts, loader, &*self.into_l1)
+        self.get_into(key, opts, loader, None)
     }
 
     /// [`Cache::get`] with a transform of its own for what this call promotes into L1 (the
@@ -286,7 +317,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         E2: Into<BoxError>,
     {
         let into = |v: &PayloadArc<T>| transformed(transform(v));
-        self.get_into(key, opts, loader, &into)
+        self.get_into(key, opts, loader, Some(&into))
     }
 
     fn get_into<F, E>(
@@ -300,7 +331,47 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         F: FnOnce() -> Result<Loaded<T>, E>,
         E: Into<BoxError>,
     {
-        match self.lookup(key, opts, into)? {
+        self.check(opts)?;
+        let probe = self.l2.probe(self.ns.id, key);
+        self.l2.prefetch(&probe);
+        let now = self.now();
+        let promote = match self.read_l1(&probe, now, Option::clone) {
+            Ok(value) => {
+                return Ok(Hit {
+                    value,
+                    level: Level::L1,
+                })
+            }
+            Err((promote, _)) => promote,
+        };
+        // The short way of an L2 hit not promoted, straight back (not through what a miss
+        // needs to carry to the loader).
+        if !promote && into.is_none() {
+            if let Some((value, level)) = self.read_in_place(&probe, now, &mut Some(Option::clone))
+            {
+                return Ok(Hit { value, level });
+            }
+        }
+        self.miss_l1(key, &probe, now, promote, opts, loader, into)
+    }
+
+    /// [`Cache::get`] past an L1 miss and the short way: L2, then the loader.
+    #[allow(clippy::too_many_arguments)] // get_into's own, split off to keep the hit path short
+    fn miss_l1<F, E>(
+        &self,
+        key: &[u8],
+        probe: &Probe<'_>,
+        now: u64,
+        promote: bool,
+        opts: &CallOptions,
+        loader: Option<F>,
+        into: IntoL1Ref<'_, T, V>,
+    ) -> Result<Hit<V>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
+    {
+        match self.beyond_l1(probe, now, promote, opts, into)? {
             Ok(hit) => Ok(hit),
             Err(pending) => match loader {
                 Some(loader) => self.load(key, pending, loader),
@@ -330,6 +401,42 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         )
     }
 
+    /// Runs `read` on the value of `key` in this thread's L1 or in L2, without cloning it
+    /// (a get hands out a shared value: two reference count changes, which two threads reading
+    /// one key make each other wait for). Returns what `read` returned (`None` for a cached
+    /// miss, which `read` does not see) and the level that answered, [`Level::Miss`] when none
+    /// did. An L2 hit is promoted as by [`Cache::get`], and `read` then reads the copy L1 keeps;
+    /// otherwise it reads L2's own value (transformed first if the cache transforms values),
+    /// with this thread pinned to L2's epoch: keep it short.
+    ///
+    /// # Panics
+    /// If `read` uses a cache of this name on this thread (its L1 is borrowed while `read` runs).
+    pub fn get_with<R>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(&V) -> R,
+    ) -> Result<(Option<R>, Level), Error> {
+        let probe = self.l2.probe(self.ns.id, key);
+        self.l2.prefetch(&probe);
+        let now = self.now();
+        let read = |value: &Option<PayloadArc<V>>| value.as_deref().map(read);
+        let (promote, read) = match self.read_l1(&probe, now, read) {
+            Ok(answer) => return Ok((answer, Level::L1)),
+            Err(miss) => miss,
+        };
+        let mut read = Some(read);
+        if !promote {
+            if let Some(answer) = self.read_in_place(&probe, now, &mut read) {
+                return Ok(answer);
+            }
+        }
+        let read = read.take().expect("not read yet");
+        match self.read_and_promote(&probe, now, promote, None)? {
+            Read::Fresh(hit) => Ok((read(&hit.value), hit.level)),
+            Read::Stale(_) | Read::Absent => Ok((None, Level::Miss)),
+        }
+    }
+
     /// [`Cache::set`] of a value with the cache's options.
     pub fn put(&self, key: &[u8], value: T) -> Result<(), Error> {
         self.set(key, &CallOptions::default(), Some(value))
@@ -355,20 +462,18 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         let mut results: Vec<Option<Result<Hit<V>, Error>>> = Vec::with_capacity(ops.len());
         let mut jobs = Vec::new();
         for (index, op) in ops.into_iter().enumerate() {
-            results.push(
-                match (self.lookup(op.key, &op.opts, &*self.into_l1), op.loader) {
-                    (Ok(Ok(hit)), _) => Some(Ok(hit)),
-                    (Err(err), _) => Some(Err(err)),
-                    (Ok(Err(_)), None) => Some(Ok(Hit {
-                        value: None,
-                        level: Level::Miss,
-                    })),
-                    (Ok(Err(pending)), Some(loader)) => {
-                        jobs.push((index, op.key, Some((pending, loader)), None));
-                        None
-                    }
-                },
-            );
+            results.push(match (self.lookup(op.key, &op.opts, None), op.loader) {
+                (Ok(Ok(hit)), _) => Some(Ok(hit)),
+                (Err(err), _) => Some(Err(err)),
+                (Ok(Err(_)), None) => Some(Ok(Hit {
+                    value: None,
+                    level: Level::Miss,
+                })),
+                (Ok(Err(pending)), Some(loader)) => {
+                    jobs.push((index, op.key, Some((pending, loader)), None));
+                    None
+                }
+            });
         }
         let per_thread = jobs.len().div_ceil(concurrency).max(1);
         let run = |chunk: &mut [(usize, &[u8], Option<_>, Option<_>)]| {
@@ -400,18 +505,18 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// touching L1; a stale entry only when `stale` is set.
     pub fn peek(&self, key: &[u8], stale: bool) -> Option<Peek<T>> {
         let now = self.now();
-        let found = self.read_l2(key, self.l2.hash(self.ns.id, key), now)?;
-        let is_stale = found.entry.is_stale(now);
+        let probe = self.l2.probe(self.ns.id, key);
+        let (entry, is_stale) = self.read_l2(&probe, now, |entry, _| Entry::clone(entry))?;
         if is_stale && !stale {
             return None;
         }
-        let expires_at = found.entry.expires_at();
+        let expires_at = entry.expires_at();
         Some(Peek {
             remaining: expires_at.map(|at| Duration::from_millis(at.saturating_sub(now))),
             stale_for: expires_at
                 .filter(|_| is_stale)
                 .map(|at| Duration::from_millis(now - at)),
-            value: found.entry.value,
+            value: entry.value,
             stale: is_stale,
         })
     }
@@ -430,7 +535,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             hash,
             stale: None,
             opts,
-            into: &*self.into_l1,
+            into: None,
         };
         self.store(key, &pending, value.map(PayloadArc::new), ttl, false, true)
             .map(drop)
@@ -438,8 +543,8 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
 
     /// Removes `key` from L2 and this thread's L1, and invalidates the other threads' copies.
     pub fn delete(&self, key: &[u8]) {
-        let hash = self.l2.hash(self.ns.id, key);
-        let stripe = Namespace::stripe(hash);
+        let probe = self.l2.probe(self.ns.id, key);
+        let stripe = Namespace::stripe(probe.hash);
         self.l2.remove(self.ns.id, key, || {
             if !mutant::active(Mutant::DeleteSkipsBump) {
                 self.ns.bump(stripe);
@@ -448,7 +553,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         if let Some((misses, ns)) = &self.misses {
             misses.remove(ns.id, key, || self.ns.bump(stripe));
         }
-        self.l1(|l1| l1.remove(key, hash));
+        self.l1(|l1| l1.remove(&probe));
     }
 
     /// Removes every entry of this cache from L2 (other caches on the same store keep theirs)
@@ -493,13 +598,39 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         Namespace::stripe(self.l2.hash(self.ns.id, key))
     }
 
+    #[inline(always)]
     fn now(&self) -> u64 {
         self.opts.clock.now_ms()
     }
 
     /// Runs `f` on this thread's L1 of this cache's name.
+    #[inline(always)]
     fn l1<R>(&self, f: impl FnOnce(&mut L1<V>) -> R) -> R {
-        l1::with_local(&self.ns, self.opts.l1_capacity, f)
+        l1::with_local(&self.slot, self.shape, f)
+    }
+
+    /// This call's options: the cache's own, resolved when it was made, unless it overrides any.
+    #[inline]
+    fn resolve(&self, opts: &CallOptions) -> Result<Resolved, Error> {
+        if *opts == CallOptions::default() {
+            Ok(self.defaults)
+        } else {
+            self.opts.resolve(opts)
+        }
+    }
+
+    /// A value of L2 on its way to a caller (and L1), through `into`.
+    #[inline]
+    fn to_l1(
+        &self,
+        value: Option<PayloadArc<T>>,
+        into: IntoL1Ref<'_, T, V>,
+    ) -> Result<Option<PayloadArc<V>>, Error> {
+        match into {
+            None if self.identity => Ok(identical(value)),
+            None => value.map(|v| (self.into_l1)(&v)).transpose(),
+            Some(into) => value.map(|v| into(&v)).transpose(),
+        }
     }
 
     fn warn(&self, warning: Warning<'_>) {
@@ -510,6 +641,32 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         }
     }
 
+    /// Checks a call's options, on every path, an L1 hit included (the seed lets an L1 hit
+    /// through): nothing to check for the cache's own.
+    #[inline(always)]
+    fn check(&self, opts: &CallOptions) -> Result<(), Error> {
+        if *opts != CallOptions::default() {
+            self.opts.resolve(opts)?;
+        }
+        Ok(())
+    }
+
+    /// What `read` makes of this thread's L1 copy of `probe`'s key (read at `now`); on a miss,
+    /// whether an L2 hit of the key goes into L1, and `read` back.
+    #[inline(always)]
+    fn read_l1<R, F: FnOnce(&Option<PayloadArc<V>>) -> R>(
+        &self,
+        probe: &Probe<'_>,
+        now: u64,
+        read: F,
+    ) -> Result<R, (bool, F)> {
+        let generation = |stripe| self.ns.generation(stripe);
+        self.l1(|l1| match l1.get(probe, now, generation) {
+            l1::Found::Hit(value) => Ok(read(value)),
+            l1::Found::Miss { promote } => Err((promote, read)),
+        })
+    }
+
     /// L1 then L2: a hit, or what the loader needs to know.
     fn lookup<'a>(
         &self,
@@ -517,82 +674,135 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         opts: &CallOptions,
         into: IntoL1Ref<'a, T, V>,
     ) -> Result<Result<Hit<V>, Pending<'a, T, V>>, Error> {
-        // Checked on every path, an L1 hit included (the seed lets an L1 hit through).
-        let opts = self.opts.resolve(opts)?;
+        self.check(opts)?;
+        let probe = self.l2.probe(self.ns.id, key);
         let now = self.now();
-        let hash = self.l2.hash(self.ns.id, key);
-        let generation = |stripe| self.ns.generation(stripe);
-        if let Some(value) = self.l1(|l1| l1.get(key, hash, now, generation)) {
-            return Ok(Ok(Hit {
+        match self.read_l1(&probe, now, Option::clone) {
+            Ok(value) => Ok(Ok(Hit {
                 value,
                 level: Level::L1,
-            }));
+            })),
+            Err((promote, _)) => self.beyond_l1(&probe, now, promote, opts, into),
         }
-        let stale = match self.read_and_promote(key, hash, now, into)? {
+    }
+
+    /// L2 after an L1 miss (promoting by `promote`): a hit, or what the loader needs to know.
+    fn beyond_l1<'a>(
+        &self,
+        probe: &Probe<'_>,
+        now: u64,
+        promote: bool,
+        opts: &CallOptions,
+        into: IntoL1Ref<'a, T, V>,
+    ) -> Result<Result<Hit<V>, Pending<'a, T, V>>, Error> {
+        if !promote && into.is_none() {
+            if let Some((value, level)) = self.read_in_place(probe, now, &mut Some(Option::clone)) {
+                return Ok(Ok(Hit { value, level }));
+            }
+        }
+        let stale = match self.read_and_promote(probe, now, promote, into)? {
             Read::Fresh(hit) => return Ok(Ok(hit)),
             Read::Stale(value) => Some(value),
             Read::Absent => None,
         };
         Ok(Err(Pending {
-            hash,
+            hash: probe.hash,
             stale,
-            opts,
+            opts: self.resolve(opts)?,
             into,
         }))
     }
 
-    /// Reads L2 (`key` of L2 hash `hash`) and promotes a fresh value into L1, tagged with the
-    /// generation read before.
-    fn read_and_promote(
+    /// The short way for an L2 hit that is not promoted, in a cache whose L1 keeps L2's values
+    /// as they are: `read` (taken out of its option) runs on the value stored, in place. `None`
+    /// (and `read` left) when this takes no short way: another kind of cache, or the value
+    /// store holds nothing fresh (then the miss store may, or a stale value is of use).
+    #[inline]
+    fn read_in_place<R>(
         &self,
-        key: &[u8],
-        hash: u64,
+        probe: &Probe<'_>,
         now: u64,
-        into: IntoL1Ref<'_, T, V>,
-    ) -> Result<Read<T, V>, Error> {
-        let stripe = Namespace::stripe(hash);
-        // Read before L2: a write that lands after it bumps past this tag, so the copy we are
-        // about to keep can only be invalidated, never wrongly kept.
-        let mut generation = self.ns.generation(stripe);
-        let found = self.read_l2(key, hash, now);
-        if mutant::active(Mutant::L1TagsAfterL2Read) {
-            generation = self.ns.generation(stripe);
+        read: &mut Option<impl FnOnce(&Option<PayloadArc<V>>) -> R>,
+    ) -> Option<(R, Level)> {
+        if !self.identity {
+            return None;
         }
-        let Some(Found { long_key, entry }) = found else {
-            return Ok(Read::Absent);
-        };
-        if entry.is_stale(now) {
-            return Ok(Read::Stale(entry.value));
-        }
-        let level = if entry.resurrected {
-            Level::Stale
-        } else {
-            Level::L2
-        };
-        let value = match entry.expires_at() {
-            // No life left: served, not kept.
-            Some(at) if at <= now => transform(entry.value, into)?,
-            expires_at => {
-                let key = l1::Key::new(key, long_key);
-                self.keep((key, hash), entry.value, expires_at, generation, into)?
-            }
-        };
-        Ok(Read::Fresh(Hit { value, level }))
+        self.l2
+            .read_probed(probe, |entry, _| {
+                let fresh = !entry.is_stale(now);
+                fresh.then(|| {
+                    let read = read.take().expect("read once");
+                    (read(same(&entry.value)), level(entry))
+                })
+            })
+            .flatten()
     }
 
-    /// The key's L2 entry (`hash`: its hash in the value store): the value store's unless it
-    /// is absent or stale and the miss store holds a fresher one (a miss cached after the
-    /// value expired).
-    fn read_l2(&self, key: &[u8], hash: u64, now: u64) -> Option<Found<T>> {
-        let value = self.l2.get_hashed(self.ns.id, key, hash);
-        if value.as_ref().is_some_and(|v| !v.entry.is_stale(now)) {
+    /// Reads L2 (`probe`'s key) and, if `promote`, keeps a fresh value in this thread's L1,
+    /// tagged with the generation read before.
+    fn read_and_promote(
+        &self,
+        probe: &Probe<'_>,
+        now: u64,
+        promote: bool,
+        into: IntoL1Ref<'_, T, V>,
+    ) -> Result<Read<T, V>, Error> {
+        let stripe = Namespace::stripe(probe.hash);
+        // Read before L2: a write that lands after it bumps past this tag, so the copy we are
+        // about to keep can only be invalidated, never wrongly kept.
+        let mut generation = promote.then(|| self.ns.generation(stripe));
+        let found = self.read_l2(probe, now, |entry, long_key| Fetched {
+            value: entry.value.clone(),
+            expires_at: entry.expires_at(),
+            level: level(entry),
+            long_key: if promote { long_key.clone() } else { None },
+        });
+        if mutant::active(Mutant::L1TagsAfterL2Read) {
+            generation = Some(self.ns.generation(stripe));
+        }
+        let fetched = match found {
+            None => return Ok(Read::Absent),
+            Some((fetched, true)) => return Ok(Read::Stale(fetched.value)),
+            Some((fetched, false)) => fetched,
+        };
+        let value = match (fetched.expires_at, generation) {
+            // No life left: served, not kept.
+            (Some(at), _) if at <= now => self.to_l1(fetched.value, into)?,
+            (expires_at, Some(generation)) => {
+                let key = l1::Key::new(probe, fetched.long_key);
+                let copy = (key, probe.hash);
+                self.keep(copy, fetched.value, expires_at, generation, into)?
+            }
+            (_, None) => self.to_l1(fetched.value, into)?,
+        };
+        Ok(Read::Fresh(Hit {
+            value,
+            level: fetched.level,
+        }))
+    }
+
+    /// What `view` makes of the key's L2 entry, and whether the entry is stale: the value
+    /// store's unless it is absent or stale and the miss store holds a fresher one (a miss
+    /// cached after the value expired).
+    #[inline]
+    fn read_l2<R>(
+        &self,
+        probe: &Probe<'_>,
+        now: u64,
+        view: impl Fn(&Entry<T>, &Option<PayloadArc<[u8]>>) -> R,
+    ) -> Option<(R, bool)> {
+        let seen = |entry: &Entry<T>, key: &Option<PayloadArc<[u8]>>| {
+            (view(entry, key), entry.is_stale(now))
+        };
+        let value = self.l2.read_probed(probe, seen);
+        if value.as_ref().is_some_and(|(_, stale)| !stale) {
             return value;
         }
         let Some((misses, ns)) = &self.misses else {
             return value;
         };
-        match misses.get(ns.id, key) {
-            Some(miss) if value.is_none() || !miss.entry.is_stale(now) => Some(miss),
+        match misses.read_probed(&misses.probe(ns.id, probe.key), seen) {
+            Some(miss) if value.is_none() || !miss.1 => Some(miss),
             _ => value,
         }
     }
@@ -606,7 +816,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         generation: u64,
         into: IntoL1Ref<'_, T, V>,
     ) -> Result<Option<PayloadArc<V>>, Error> {
-        let value = transform(value, into)?;
+        let value = self.to_l1(value, into)?;
         let copy = value.clone();
         self.l1(|l1| l1.insert(key, hash, copy, expires_at, generation));
         Ok(value)
@@ -668,8 +878,9 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             }
         };
         let expires_at = (ttl > 0).then(|| now.saturating_add(ttl));
+        let probe = store::probe(self.ns.id, key, pending.hash);
         self.keep(
-            (l1::Key::new(key, None), pending.hash),
+            (l1::Key::new(&probe, None), pending.hash),
             value,
             expires_at,
             generation,
@@ -689,7 +900,8 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             .acquire(key, &self.opts.clock, pending.opts.lock);
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
-            let read = self.read_and_promote(key, pending.hash, self.now(), pending.into)?;
+            let probe = store::probe(self.ns.id, key, pending.hash);
+            let read = self.read_and_promote(&probe, self.now(), true, pending.into)?;
             if let Read::Fresh(hit) = read {
                 return Ok(hit);
             }
@@ -702,7 +914,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
                     (Some(stale), Some(_)) => {
                         self.warn(Warning::StaleOnLockTimeout { key });
                         Ok(Hit {
-                            value: transform(stale.clone(), pending.into)?,
+                            value: self.to_l1(stale.clone(), pending.into)?,
                             level: Level::Stale,
                         })
                     }
@@ -730,7 +942,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         let value = loaded.value.map(PayloadArc::new);
         if !loaded.cache {
             return Ok(Hit {
-                value: transform(value, pending.into)?,
+                value: self.to_l1(value, pending.into)?,
                 level: Level::L3,
             });
         }
@@ -767,12 +979,39 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     }
 }
 
-/// A value of L2 on its way to a caller (and L1), through `into`.
-fn transform<T, V>(
+/// What a read of L2 copies out of an entry.
+struct Fetched<T> {
     value: Option<PayloadArc<T>>,
-    into: IntoL1Ref<'_, T, V>,
-) -> Result<Option<PayloadArc<V>>, Error> {
-    value.map(|v| into(&v)).transpose()
+    expires_at: Option<u64>,
+    level: Level,
+    /// The node's copy of a long key, when the value is to be kept in L1.
+    long_key: Option<PayloadArc<[u8]>>,
+}
+
+/// The level of an L2 hit on `entry`: [`Level::Stale`] for one put back by resurrection.
+fn level<T>(entry: &Entry<T>) -> Level {
+    if entry.resurrected {
+        Level::Stale
+    } else {
+        Level::L2
+    }
+}
+
+/// L2's `value` as L1's, for a cache whose `V` is its `T` (`Cache::identity`): a type check
+/// the compiler resolves.
+fn same<T: Any, V: Any>(value: &Option<PayloadArc<T>>) -> &Option<PayloadArc<V>> {
+    (value as &dyn Any)
+        .downcast_ref()
+        .expect("an identity cache keeps T in L1")
+}
+
+/// [`same`] for an owned value.
+fn identical<T: Any, V: Any>(value: Option<PayloadArc<T>>) -> Option<PayloadArc<V>> {
+    let mut slot = Some(value);
+    (&mut slot as &mut dyn Any)
+        .downcast_mut::<Option<Option<PayloadArc<V>>>>()
+        .and_then(Option::take)
+        .expect("an identity cache keeps T in L1")
 }
 
 /// A user transform's answer as the cache keeps it.

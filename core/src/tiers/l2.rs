@@ -7,18 +7,26 @@
 //!
 //! Memory stays charged until it is freed. An unlinked node joins its shard's list of retired
 //! nodes (under the lock), which goes to the epoch collector as one batch, flushed to its
-//! global queue at once: no thread's private bag keeps it. Until the batch is freed its bytes
-//! count against the shard's capacity with the live entries', and a writer that finds no room
-//! for that reason unpins and drives the collector (advancing the epoch, running expired
-//! batches) until the retired bytes are freed, before it stores anything more. Entries keep their expiry
-//! until evicted, so stale values stay readable for `peek(stale)` and resurrection.
+//! global queue at once: no thread's private bag keeps it. Until the batch's grace period is
+//! over its bytes count against the shard's capacity with the live entries', and a writer that
+//! finds no room for that reason unpins and drives the collector (advancing the epoch, running
+//! expired batches) until the retired bytes are freed, before it stores anything more. Entries
+//! keep their expiry until evicted, so stale values stay readable for `peek(stale)` and
+//! resurrection.
+//!
+//! A batch whose grace period is over is not freed but recycled: the collector drops its
+//! entries and pushes its nodes onto the shard's [`Pool`], a lock-free stack, and the shard's
+//! writers take the whole stack (under the shard lock) when they run out of spare nodes. So a
+//! write allocates no node once the store has its working set (the value's own `PayloadArc`
+//! is the caller's allocation); nodes are freed only with the store.
 //! Keys are `(namespace id, key bytes)`: caches are isolated by name exactly.
 
 use super::error::Error;
 use super::namespace::Namespace;
 use super::s3fifo::{touch, Policy, Tracked};
 use crate::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
-use crate::sync::epoch::{self, Atomic, Domain, Guard, Owned, Pinned, Shared};
+use crate::sync::epoch::{self, Atomic, Domain, Guard, Pinned, Shared};
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Arc, Mutex, PayloadArc};
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -98,21 +106,47 @@ pub(crate) enum Change<T> {
     Remove,
 }
 
-/// A copy of what a read found.
-#[derive(Debug)]
-pub(crate) struct Found<T> {
-    /// The node's shared copy of a key longer than [`INLINE_KEY`]; `None` for a shorter one,
-    /// which the reader copies from the key it asked for (sharing costs a miss on the copy's
-    /// count, and another when the reader drops it).
-    pub long_key: Option<PayloadArc<[u8]>>,
-    pub entry: Entry<T>,
-}
-
 /// Keys up to this long are also copied into the node, next to its hash, so that a lookup
 /// compares them in the cache line it already loaded instead of missing on the key's own
 /// allocation (profiles of the storage bench: a third of a read was that miss and its memcmp).
 /// 24 bytes keep the node within 120 bytes (below).
 pub(crate) const INLINE_KEY: usize = 24;
+
+/// A key of up to [`INLINE_KEY`] bytes, zero-padded, as three little-endian words: built in
+/// registers ([`pad`]), compared in three word compares.
+pub(crate) type Inline = [u64; INLINE_KEY / 8];
+
+/// `key` as an [`Inline`], if it is that short. Built from a few loads of the key, not copied
+/// into a buffer first: a short copy then read back whole stalls on store forwarding (a third
+/// of an L1 hit in the profile).
+#[inline(always)]
+pub(crate) fn pad(key: &[u8]) -> Option<Inline> {
+    /// Up to 8 bytes as a word, zero above them.
+    #[inline(always)]
+    fn word(bytes: &[u8]) -> u64 {
+        let n = bytes.len();
+        if let Ok(all) = <[u8; 8]>::try_from(bytes) {
+            u64::from_le_bytes(all)
+        } else if n >= 4 {
+            // Two overlapping halves: the bytes they share are equal, so the or is exact.
+            let low = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+            let high = u32::from_le_bytes(bytes[n - 4..].try_into().expect("4 bytes"));
+            u64::from(low) | u64::from(high) << (8 * (n - 4))
+        } else if n > 0 {
+            // The first, middle and last bytes cover 1 to 3.
+            u64::from(bytes[0])
+                | u64::from(bytes[n / 2]) << (8 * (n / 2))
+                | u64::from(bytes[n - 1]) << (8 * (n - 1))
+        } else {
+            0
+        }
+    }
+    if key.len() > INLINE_KEY {
+        return None;
+    }
+    let part = |i: usize| word(&key[(8 * i).min(key.len())..(8 * i + 8).min(key.len())]);
+    Some([part(0), part(1), part(2)])
+}
 
 /// `repr(C)`: everything a lookup reads (hash, namespace, frequency, next link, short key and
 /// the entry's value) lies in its first 64 bytes, so a hit touches two cache lines of it at
@@ -128,7 +162,7 @@ struct Node<T> {
     inline_len: u8,
     freq: AtomicU8,
     next: Atomic<Node<T>>,
-    inline: [u8; INLINE_KEY],
+    inline: Inline,
     entry: Entry<T>,
     /// The key as a shared allocation, for a key longer than [`INLINE_KEY`] only.
     key: Option<PayloadArc<[u8]>>,
@@ -136,12 +170,16 @@ struct Node<T> {
     slot: u32,
     /// What it is charged against the shard's capacity until it is freed.
     weight: usize,
-    /// The next node on its shard's retired list: set under the shard lock once the node is
-    /// unlinked, read by the free of its batch.
+    /// The next node on its shard's retired list (set under the shard lock once the node is
+    /// unlinked, read by the recycling of its batch), then on its shard's [`Pool`] and spare
+    /// list: one node is on one of these at a time.
     retired_next: AtomicPtr<Node<T>>,
     /// Set when the node counts as freed, so that models see a use after free as a panic.
     #[cfg(mcb_loom)]
     freed: crate::sync::atomic::AtomicBool,
+    /// Bumped when the node is reused, so that models see a reader of its previous life.
+    #[cfg(mcb_loom)]
+    lives: crate::sync::atomic::AtomicUsize,
 }
 
 #[cfg(not(mcb_loom))]
@@ -150,9 +188,57 @@ const _: () = {
     assert!(std::mem::offset_of!(Node<()>, entry) + 8 <= 64);
 };
 
+/// What a writer puts in a node (the rest is its links, frequency and policy slot).
+struct Fields<T> {
+    hash: u64,
+    ns: u32,
+    inline_len: u8,
+    inline: Inline,
+    entry: Entry<T>,
+    key: Option<PayloadArc<[u8]>>,
+    weight: usize,
+}
+
+impl<T> Fields<T> {
+    fn into_node(self) -> Node<T> {
+        Node {
+            hash: self.hash,
+            ns: self.ns,
+            inline_len: self.inline_len,
+            freq: AtomicU8::new(0),
+            next: Atomic::null(),
+            inline: self.inline,
+            entry: self.entry,
+            key: self.key,
+            slot: 0,
+            weight: self.weight,
+            retired_next: AtomicPtr::new(std::ptr::null_mut()),
+            #[cfg(mcb_loom)]
+            freed: crate::sync::atomic::AtomicBool::new(false),
+            #[cfg(mcb_loom)]
+            lives: crate::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Writes these fields into a recycled node (its entry empty), as `into_node` makes them.
+    fn fill(self, node: &mut Node<T>) {
+        node.hash = self.hash;
+        node.ns = self.ns;
+        node.inline_len = self.inline_len;
+        node.inline = self.inline;
+        node.entry = self.entry;
+        node.key = self.key;
+        node.slot = 0;
+        node.weight = self.weight;
+        // Relaxed: the node is private to its writer until it is published, with a Release
+        // store of the link to it (its `next` is set just before that).
+        node.freq.store(0, Ordering::Relaxed);
+    }
+}
+
 impl<T> Node<T> {
     /// Whether this node holds the key `probe` looks for.
-    #[inline]
+    #[inline(always)]
     fn is(&self, probe: &Probe<'_>) -> bool {
         if self.hash != probe.hash || self.ns != probe.ns {
             return false;
@@ -167,34 +253,45 @@ impl<T> Node<T> {
         }
     }
 
-    /// In a model, fails if this node was freed while a reader still held it.
-    fn check_live(&self) {
+    /// In a model, this node's life, for [`Node::check_live`] (nothing in the std build).
+    fn life(&self) -> usize {
         #[cfg(mcb_loom)]
-        assert!(
-            // SeqCst: test instrumentation only; the strongest order finds the bug soonest.
-            !self.freed.load(Ordering::SeqCst),
-            "L2 node used after free"
-        );
+        // SeqCst: test instrumentation only; the strongest order finds the bug soonest.
+        return self.lives.load(Ordering::SeqCst);
+        #[cfg(not(mcb_loom))]
+        0
+    }
+
+    /// In a model, fails if this node was freed, or reused, while a reader that found it in
+    /// its life `life` still held it.
+    fn check_live(&self, life: usize) {
+        #[cfg(mcb_loom)]
+        {
+            assert_eq!(self.life(), life, "L2 node reused while read");
+            // SeqCst: as in `life`.
+            assert!(
+                !self.freed.load(Ordering::SeqCst),
+                "L2 node used after free"
+            );
+        }
+        let _ = life;
     }
 }
 
-/// A key as lookups compare it, prepared once per operation.
-struct Probe<'k> {
-    hash: u64,
-    ns: u32,
-    key: &'k [u8],
-    /// The key zero-padded to [`INLINE_KEY`] bytes, when it is that short (how nodes hold it).
-    inline: Option<[u8; INLINE_KEY]>,
+/// A key as lookups compare it, prepared once per operation (L1 compares it the same way).
+#[derive(Debug)]
+pub(crate) struct Probe<'k> {
+    pub hash: u64,
+    pub ns: u32,
+    pub key: &'k [u8],
+    /// The key as an [`Inline`], when it is that short (how nodes hold it).
+    pub inline: Option<Inline>,
 }
 
 /// `key`'s probe, given its hash ([`L2::hash`]).
-#[inline]
-fn probe(ns: u32, key: &[u8], hash: u64) -> Probe<'_> {
-    let inline = (key.len() <= INLINE_KEY).then(|| {
-        let mut padded = [0; INLINE_KEY];
-        padded[..key.len()].copy_from_slice(key);
-        padded
-    });
+#[inline(always)]
+pub(crate) fn probe(ns: u32, key: &[u8], hash: u64) -> Probe<'_> {
+    let inline = pad(key);
     Probe {
         hash,
         ns,
@@ -229,9 +326,9 @@ impl<T> Tracked for NodeRef<T> {
 struct Shard<T> {
     buckets: Box<[Atomic<Node<T>>]>,
     state: Mutex<Locked<T>>,
-    /// Bytes of retired nodes handed to the collector and not yet freed (each batch's free
-    /// subtracts its own, possibly after the store is gone).
-    in_flight: Arc<AtomicUsize>,
+    /// Where the collector returns the shard's nodes (shared with the batches in flight,
+    /// which may outlive the store).
+    pool: Arc<Pool<T>>,
 }
 
 /// What a shard's mutex guards.
@@ -241,12 +338,52 @@ struct Locked<T> {
     retired: Option<NodeRef<T>>,
     retired_len: usize,
     retired_bytes: usize,
+    /// Nodes taken from the pool and not yet reused, linked through `retired_next`; their
+    /// entries hold nothing.
+    spare: *mut Node<T>,
 }
 
-// SAFETY: the retired nodes are owned by the list (unreachable from the buckets and out of
-// the policy) and are only touched under the shard lock or by the free of their batch; the
-// nodes are Send + Sync when T is.
+// SAFETY: the retired and spare nodes are owned by their lists (unreachable from the buckets
+// and out of the policy) and are only touched under the shard lock or by the recycling of
+// their batch; the nodes are Send + Sync when T is.
 unsafe impl<T: Send + Sync> Send for Locked<T> {}
+
+/// A shard's recycled nodes, and the bytes of its batches in flight.
+struct Pool<T> {
+    /// Bytes of retired nodes handed to the collector and not yet recycled (each batch
+    /// subtracts its own, possibly after the store is gone).
+    in_flight: AtomicUsize,
+    /// Nodes whose grace period is over, linked through `retired_next`, their entries
+    /// emptied: pushed by the collector (on any thread, once per batch), taken whole by the
+    /// shard's writers. Its own lock, never held while anything else is taken: the collector
+    /// may run inside a writer that holds the shard lock.
+    free: Mutex<Option<NodeRef<T>>>,
+}
+
+impl<T> Pool<T> {
+    /// Pushes the list `head..=tail` (linked through `retired_next`, owned by the caller).
+    fn push(&self, head: NodeRef<T>, tail: &Node<T>) {
+        let mut free = self.free.lock();
+        let below = free.map_or(std::ptr::null_mut(), |n| n.0.cast_mut());
+        // Relaxed: read by the taker, under this lock.
+        tail.retired_next.store(below, Ordering::Relaxed);
+        *free = Some(head);
+    }
+
+    /// Takes every node in the pool.
+    fn take(&self) -> *mut Node<T> {
+        self.free
+            .lock()
+            .take()
+            .map_or(std::ptr::null_mut(), |n| n.0.cast_mut())
+    }
+}
+
+impl<T> Drop for Pool<T> {
+    fn drop(&mut self) {
+        free_list(self.take());
+    }
+}
 
 /// The shared store: bounded by bytes, read without locks, evicting by S3-FIFO.
 ///
@@ -311,8 +448,12 @@ impl<T: Send + Sync + 'static> L2<T> {
                         retired: None,
                         retired_len: 0,
                         retired_bytes: 0,
+                        spare: std::ptr::null_mut(),
                     }),
-                    in_flight: Arc::new(AtomicUsize::new(0)),
+                    pool: Arc::new(Pool {
+                        in_flight: AtomicUsize::new(0),
+                        free: Mutex::new(None),
+                    }),
                 })
             })
             .collect();
@@ -438,7 +579,10 @@ impl<T: Send + Sync + 'static> L2<T> {
         self.hasher.hash_one((ns, key))
     }
 
-    fn probe<'k>(&self, ns: u32, key: &'k [u8]) -> Probe<'k> {
+    /// `key`'s probe in namespace `ns` (hashed once: L1, the invalidation stripe and L2 all
+    /// use it).
+    #[inline(always)]
+    pub(crate) fn probe<'k>(&self, ns: u32, key: &'k [u8]) -> Probe<'k> {
         probe(ns, key, self.hash(ns, key))
     }
 
@@ -449,39 +593,54 @@ impl<T: Send + Sync + 'static> L2<T> {
         &self.shards[((low * self.shards.len() as u64) >> 32) as usize]
     }
 
-    /// Reads `key` without a lock; the copy shares the value.
-    pub(crate) fn get(&self, ns: u32, key: &[u8]) -> Option<Found<T>> {
-        self.get_hashed(ns, key, self.hash(ns, key))
-    }
-
-    /// [`L2::get`] for a caller that already hashed the key with [`L2::hash`] (a cache hashes
-    /// a key once per operation, for its L1 and its invalidation stripe too).
-    pub(crate) fn get_hashed(&self, ns: u32, key: &[u8], hash: u64) -> Option<Found<T>> {
-        self.find_with(probe(ns, key, hash), |node| Found {
-            long_key: node.key.clone(),
-            entry: node.entry.clone(),
-        })
+    /// Starts loading the bucket `probe`'s key lies in, for a read to come: a cache asks for
+    /// it before it looks in L1, so that on an L1 miss the bucket is on its way (a miss on it
+    /// was a fifth of an L2 read over 100k keys).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, probe: &Probe<'_>) {
+        let bucket = self.shard(probe.hash).bucket(probe.hash) as *const Atomic<Node<T>>;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint: it reads nothing the program sees and cannot fault,
+        // and SSE is part of x86_64's baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(bucket.cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = bucket;
     }
 
     /// Reads `key` without a lock, handing `f` the stored entry (which it may only borrow for
     /// the call: what it keeps, it clones).
     pub(crate) fn read<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Entry<T>) -> R) -> Option<R> {
-        self.find_with(self.probe(ns, key), |node| f(&node.entry))
+        self.find_with(&self.probe(ns, key), |node| f(&node.entry))
+    }
+
+    /// Reads `probe`'s key without a lock, handing `f` the stored entry and, for a key longer
+    /// than [`INLINE_KEY`], the node's shared copy of it (both only borrowed for the call).
+    #[inline]
+    pub(crate) fn read_probed<R>(
+        &self,
+        probe: &Probe<'_>,
+        f: impl FnOnce(&Entry<T>, &Option<PayloadArc<[u8]>>) -> R,
+    ) -> Option<R> {
+        self.find_with(probe, |node| f(&node.entry, &node.key))
     }
 
     /// `get` and `read`: runs `f` on the probed key's node, found without a lock.
-    fn find_with<R>(&self, probe: Probe<'_>, f: impl FnOnce(&Node<T>) -> R) -> Option<R> {
+    #[inline]
+    fn find_with<R>(&self, probe: &Probe<'_>, f: impl FnOnce(&Node<T>) -> R) -> Option<R> {
         let guard = self.domain.pin();
         let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), &guard, |n| {
-            n.is(&probe)
+            n.is(probe)
         });
         // SAFETY: `found` was loaded under `guard` from a link of the shard; a node is retired
         // only after it is unlinked, and the epoch frees it only once every guard pinned
         // before the unlink is gone.
         let node = unsafe { found.as_ref() }?;
+        let life = node.life();
         touch(&node.freq);
         let answer = f(node);
-        node.check_live();
+        node.check_live(life);
         Some(answer)
     }
 
@@ -589,26 +748,24 @@ impl<T: Send + Sync + 'static> L2<T> {
         };
         let (inline, inline_len, copy) = match probe.inline {
             Some(padded) => (padded, key.len() as u8, None),
-            None => ([0; INLINE_KEY], u8::MAX, Some(key.into())),
+            None => ([0; INLINE_KEY / 8], u8::MAX, Some(key.into())),
         };
-        let mut node = Owned::new(Node {
+        let fields = Fields {
             hash,
             ns,
             inline_len,
-            freq: AtomicU8::new(0),
-            next: Atomic::null(),
             inline,
             entry,
             key: copy,
-            slot: 0,
             weight,
-            retired_next: AtomicPtr::new(std::ptr::null_mut()),
-            #[cfg(mcb_loom)]
-            freed: crate::sync::atomic::AtomicBool::new(false),
-        });
+        };
+        let node = shard.node(&mut state, fields);
         // SAFETY: the node stays allocated while in the policy: it is linked below (under this
         // lock), and every path that unlinks and retires it removes it from the policy first.
-        node.slot = unsafe { state.policy.insert(NodeRef(&*node), hash, weight) };
+        let slot = unsafe { state.policy.insert(NodeRef(node), hash, weight) };
+        // SAFETY: the node is still private to this writer (made above, not yet linked).
+        let node = unsafe { &mut *node };
+        node.slot = slot;
         let link = if old.is_null() {
             bucket
         } else {
@@ -625,7 +782,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         // Relaxed: the node is still private; the Release below publishes this store.
         node.next.store(successor, Ordering::Relaxed);
         // Release: pairs with the Acquire loads in `find`; publishes the node's fields.
-        link.store(node, Ordering::Release);
+        link.store(Shared::from(&*node as *const Node<T>), Ordering::Release);
         if !old.is_null() {
             shard.retire(&mut state, old, &guard);
         }
@@ -647,14 +804,9 @@ impl<T: Send + Sync + 'static> L2<T> {
             tries_made += 1;
             for _ in 0..EVICTIONS_PER_TRY {
                 // Nothing left to evict: more tries cannot help.
-                let Some(victim) = state.policy.evict() else {
+                if !shard.evict(state, guard) {
                     break 'tries;
-                };
-                let victim = Shared::from(victim.0);
-                // SAFETY: the victim was in the policy, hence linked and live (lock held).
-                let vhash = unsafe { victim.deref() }.hash;
-                let link = link_to(shard.bucket(vhash), victim, guard);
-                shard.unlink(state, link, victim, guard);
+                }
                 if state.policy.fits(need) {
                     break;
                 }
@@ -666,8 +818,16 @@ impl<T: Send + Sync + 'static> L2<T> {
         if state.policy.fits(need + shard.retired_bytes(state)) {
             return true;
         }
-        // Over budget only by what retired entries hold: free it before growing further.
-        // Unpinned, or this thread would hold back the epochs it waits for.
+        // Over budget only by what retired entries hold: free it before growing further. An
+        // eviction only moves bytes from live to retired, so a full store would wait here at
+        // every write: first evict ahead, a batch's worth of entries like this one (a sixteenth
+        // of the shard at most), so that the writes after this one find room while the batch
+        // is reclaimed, then wait once, unpinned (or this thread would hold back the epochs
+        // it waits for).
+        let ahead = need
+            .saturating_mul(RETIRE_BATCH)
+            .min(state.policy.capacity() / 16);
+        while !state.policy.fits(need + ahead) && shard.evict(state, guard) {}
         guard.repin_after(|| self.reclaim_shard(shard, state, need));
         state.policy.fits(need + shard.retired_bytes(state))
     }
@@ -770,7 +930,45 @@ impl<T> Shard<T> {
         // Relaxed: a budget figure; a batch freed a moment ago may still count (the writer
         // then drives the collector once more), never the other way round, since a batch
         // is added before it is handed over.
-        state.retired_bytes + self.in_flight.load(Ordering::Relaxed)
+        state.retired_bytes + self.pool.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// A node holding `fields` for a writer (lock held): a spare one, refilled from the pool
+    /// when none is left, else a new allocation. Not yet linked or in the policy.
+    fn node(&self, state: &mut Locked<T>, fields: Fields<T>) -> *mut Node<T> {
+        if state.spare.is_null() {
+            state.spare = self.pool.take();
+        }
+        let spare = state.spare;
+        if spare.is_null() {
+            return Box::into_raw(Box::new(fields.into_node()));
+        }
+        // SAFETY: the spare list owns its nodes (lock held); this one leaves it, and no reader
+        // can reach it: its grace period ended before the collector recycled it.
+        let node = unsafe { &mut *spare };
+        // Relaxed: spare links are read and written under the shard lock only.
+        state.spare = node.retired_next.load(Ordering::Relaxed);
+        #[cfg(mcb_loom)]
+        {
+            // SeqCst: test instrumentation, as in `Node::life`.
+            node.lives.fetch_add(1, Ordering::SeqCst);
+            node.freed.store(false, Ordering::SeqCst);
+        }
+        fields.fill(node);
+        spare
+    }
+
+    /// Evicts one entry by the policy (lock held); whether there was one.
+    fn evict(&self, state: &mut Locked<T>, guard: &Guard) -> bool {
+        let Some(victim) = state.policy.evict() else {
+            return false;
+        };
+        let victim = Shared::from(victim.0);
+        // SAFETY: the victim was in the policy, hence linked and live (lock held).
+        let vhash = unsafe { victim.deref() }.hash;
+        let link = link_to(self.bucket(vhash), victim, guard);
+        self.unlink(state, link, victim, guard);
+        true
     }
 
     /// Unlinks `node` (pointed to by `link`, lock held) and retires it.
@@ -837,16 +1035,22 @@ impl<T> Shard<T> {
         for_each_retired(head, |node| epoch::mark_freed_when_unpinned(&node.freed));
         // Relaxed: a budget figure (see `retired_bytes`); the free that subtracts it runs
         // after this, ordered by the collector's own synchronisation.
-        self.in_flight.fetch_add(bytes, Ordering::Relaxed);
-        let in_flight = self.in_flight.clone();
+        self.pool.in_flight.fetch_add(bytes, Ordering::Relaxed);
+        let pool = self.pool.clone();
+        if mutant::active(Mutant::L2RecyclesAtHandover) {
+            recycle(head, &pool);
+            // Relaxed: see above.
+            pool.in_flight.fetch_sub(bytes, Ordering::Relaxed);
+            return;
+        }
         // SAFETY: every node on the list is unlinked and out of the policy, so only readers
         // pinned before now can hold one; the collector runs this once they unpinned. The
-        // values are `'static` (see `L2`), so freeing them later, anywhere, is sound.
+        // values are `'static` (see `L2`), so dropping them later, anywhere, is sound.
         unsafe {
             guard.defer_unchecked(move || {
-                free_retired(head);
+                recycle(head, &pool);
                 // Relaxed: see above.
-                in_flight.fetch_sub(bytes, Ordering::Relaxed);
+                pool.in_flight.fetch_sub(bytes, Ordering::Relaxed);
             });
         }
         #[cfg(not(mcb_loom))]
@@ -866,13 +1070,31 @@ fn for_each_retired<T>(head: NodeRef<T>, mut f: impl FnMut(&Node<T>)) {
     }
 }
 
-/// Frees a retired list that no reader can reach any more.
-fn free_retired<T>(head: NodeRef<T>) {
+/// Drops the entries of a retired list that no reader can reach any more and gives its nodes
+/// to `pool`.
+fn recycle<T>(head: NodeRef<T>, pool: &Pool<T>) {
     let mut cur = head.0.cast_mut();
+    loop {
+        // SAFETY: the caller owns the list (the batch's grace period is over: no reader holds
+        // one of its nodes).
+        let node = unsafe { &mut *cur };
+        node.entry.value = None;
+        node.key = None;
+        // Relaxed: see `Shard::retire`.
+        let next = node.retired_next.load(Ordering::Relaxed);
+        if next.is_null() {
+            return pool.push(head, node);
+        }
+        cur = next;
+    }
+}
+
+/// Frees a list of nodes (linked through `retired_next`) that no reader can reach any more.
+fn free_list<T>(mut cur: *mut Node<T>) {
     while !cur.is_null() {
-        // SAFETY: the list owns its nodes, each allocated by `Owned::new` and freed only here,
-        // once (the caller guarantees no reader holds one).
-        let node = unsafe { Owned::from_raw(cur) };
+        // SAFETY: the caller owns the list; each node came from `Box::into_raw` (`Shard::node`)
+        // and is freed only here or with the chain that links it, once.
+        let node = unsafe { Box::from_raw(cur) };
         // Relaxed: see `Shard::retire`.
         cur = node.retired_next.load(Ordering::Relaxed);
     }
@@ -928,9 +1150,31 @@ impl<T> Drop for L2<T> {
                     cur = node.next.load(Ordering::Relaxed, guard);
                 }
             }
-            if let Some(head) = shard.state.lock().retired.take() {
-                free_retired(head);
+            let mut state = shard.state.lock();
+            if let Some(head) = state.retired.take() {
+                free_list(head.0.cast_mut());
             }
+            free_list(std::mem::replace(&mut state.spare, std::ptr::null_mut()));
         }
+    }
+}
+
+#[cfg(all(test, not(mcb_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pad_is_the_zero_padded_key_at_every_length() {
+        let bytes: Vec<u8> = (1..=INLINE_KEY as u8 + 1).collect();
+        for len in 0..=INLINE_KEY {
+            let mut padded = [0u8; INLINE_KEY];
+            padded[..len].copy_from_slice(&bytes[..len]);
+            let words: Vec<u64> = padded
+                .chunks(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            assert_eq!(pad(&bytes[..len]).map(|w| w.to_vec()), Some(words), "{len}");
+        }
+        assert_eq!(pad(&bytes), None, "too long");
     }
 }

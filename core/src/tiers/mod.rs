@@ -2,7 +2,9 @@
 //!
 //! The modules, bottom up (each uses only those above it in this list):
 //!
-//! - `error`, `clock`: the errors and warnings; the [`Clock`] ttls are read on.
+//! - `error`, `clock`: the errors and warnings; the [`Clock`] ttls are read on (the system one
+//!   a process-wide coarse time that a background thread ticks while a cache on it lives, so
+//!   that a get reads the time with one load).
 //! - `weigh`: what a value weighs against L2's byte bound by default, and [`AnyValue`], so that
 //!   one L2 serves caches of different value types.
 //! - `s3fifo`: L2's eviction policy, per shard.
@@ -10,13 +12,16 @@
 //!   [`LockOptions`].
 //! - `namespace`: what the caches of one name share (invalidation generations, loader locks).
 //! - `l2`: one byte-bounded store shared by every cache, with lock-free reads (crossbeam-epoch)
-//!   and S3-FIFO eviction; entries keep their expiry so that stale values can be read back. It
-//!   keeps the namespaces of the caches over it.
+//!   and S3-FIFO eviction; entries keep their expiry so that stale values can be read back, and
+//!   nodes are recycled after their grace period. It keeps the namespaces of the caches over it.
 //! - `l1`: a fixed-capacity LRU per thread and cache name, kept with the thread: caches of one
-//!   name share it, as mlcache's instances of one name share one LRU per worker.
-//! - `options`: a cache's [`Options`] and the per-call [`CallOptions`].
+//!   name share it while one of them lives, as mlcache's instances of one name share one LRU
+//!   per worker (and it dies with the last of them). A thread finds it at its cache's slot.
+//! - `options`: a cache's [`Options`] (among them the [`Promotion`] rule of L2 hits into L1)
+//!   and the per-call [`CallOptions`].
 //! - `cache`: [`Cache`], the seed's public API (`get`, `peek`, `set`, `delete`, `purge`,
-//!   `update`, `get_bulk`) over the three levels.
+//!   `update`, `get_bulk`) over the three levels, and [`Cache::get_with`], a read without a
+//!   clone.
 //! - `any`: [`Cache::of_type`], a cache of one value type over an L2 of [`AnyValue`]s.
 //!
 //! Times come from a [`Clock`] that tests move by hand, so every ttl rule is tested without
@@ -24,9 +29,11 @@
 
 mod any;
 mod cache;
+#[allow(unsafe_code)] // the ticker's fork hook
 mod clock;
 mod error;
 mod flight;
+#[allow(unsafe_code)] // each thread's table of L1s, erased to their slot's value type
 mod l1;
 #[allow(unsafe_code)] // epoch-protected reads and reclamation
 mod l2;
@@ -43,5 +50,5 @@ pub use l2::L2;
 // For the memcached item store, which builds on L2 directly.
 pub use flight::LockOptions;
 pub(crate) use l2::{Change, Entry};
-pub use options::{CallOptions, Options, Transform, WarningHook};
+pub use options::{CallOptions, Options, Promotion, Transform, WarningHook};
 pub use weigh::AnyValue;

@@ -34,11 +34,13 @@ impl Namespace {
     }
 
     /// The stripe of a key, from its L2 hash (high bits: the low ones pick the L2 shard).
+    #[inline]
     pub(crate) fn stripe(hash: u64) -> usize {
         (hash >> 40) as usize % STRIPES
     }
 
     /// The stripe's current generation.
+    #[inline]
     pub(crate) fn generation(&self, stripe: usize) -> u64 {
         // Acquire: pairs with the Release in `bump`; a thread that sees a bump also sees the L2
         // write before it, so a promotion tagged with this generation read newer data.
