@@ -338,7 +338,7 @@ impl Store {
         let expected = item.cas();
         if matches!(op, StoreOp::Append | StoreOp::Prepend) {
             return self
-                .rewrite(key, hash, now, |current| {
+                .rewrite(key, hash, now, false, |current| {
                     let Some(old) = current else {
                         return Err(Error::NotStored);
                     };
@@ -382,6 +382,7 @@ impl Store {
         now: RelTime,
         mut decide: impl FnMut(&Found<'_>) -> Result<u32, Error>,
     ) -> Result<u64, Error> {
+        self.settle_flush(now);
         let in_place =
             item.hold == Hold::Writer && item.item.loc().is_some() && !item.item.published();
         let mut copy = if in_place {
@@ -400,7 +401,10 @@ impl Store {
                     return Err(e);
                 }
             };
-            match self.engine.publish(&locked, found.slot(), target, meta) {
+            match self
+                .engine
+                .publish(&locked, found.slot(), target, meta, None)
+            {
                 Ok((cas, grow)) => {
                     drop(locked);
                     self.stored(&found, grow, now);
@@ -428,16 +432,19 @@ impl Store {
 
     /// Replaces `key`'s item by one `make` builds from the live one (held while `make` reads
     /// it; `None` if absent or expired), with the meta word `make` returns, once the key still
-    /// holds the item `make` saw; retries when another write came between. Returns the new
-    /// item's CAS and the item. `make` reserves with [`Mode::Brief`]: it holds an item, which
-    /// may keep the segment a patient reservation would wait for.
+    /// holds the item `make` saw; retries when another write came between. The new item gets a
+    /// new CAS, or keeps the old one's with `keep_cas` (touch: `make` then reserves it wide).
+    /// Returns the new item's CAS and the item. `make` reserves with [`Mode::Brief`]: it holds
+    /// an item, which may keep the segment a patient reservation would wait for.
     pub(super) fn rewrite<'s>(
         &'s self,
         key: &[u8],
         hash: Hash,
         now: RelTime,
+        keep_cas: bool,
         mut make: impl FnMut(Option<&ItemRef<'s>>) -> Result<(ItemRef<'s>, u32), Error>,
     ) -> Result<(u64, ItemRef<'s>), Error> {
+        self.settle_flush(now);
         let mut short = 0;
         loop {
             let current = self.get_held(key, hash, now);
@@ -466,7 +473,13 @@ impl Store {
             if !same {
                 continue;
             }
-            match self.engine.publish(&locked, found.slot(), &new.item, meta) {
+            let cas = keep_cas
+                .then(|| current.as_ref().map(ItemRef::cas))
+                .flatten();
+            match self
+                .engine
+                .publish(&locked, found.slot(), &new.item, meta, cas)
+            {
                 Ok((cas, grow)) => {
                     drop(locked);
                     self.stored(&found, grow, now);
@@ -617,15 +630,20 @@ impl Store {
             }
         }
         // No expiry word: a copy with one.
-        self.rewrite(key, hash, now, |current| {
+        self.rewrite(key, hash, now, true, |current| {
             let old = current.ok_or(Error::NotFound)?;
-            let shape = Shape::new(
-                old.key_len(),
-                old.value_len(),
-                self.config.use_cas,
-                exptime,
-                old.flags(),
-            );
+            // The CAS stays (as memcached's touch keeps it): whole, since it is older than the
+            // new segment's base.
+            let shape = Shape {
+                wide: self.config.use_cas,
+                ..Shape::new(
+                    old.key_len(),
+                    old.value_len(),
+                    self.config.use_cas,
+                    exptime,
+                    old.flags(),
+                )
+            };
             let new = self.reserve(shape, key, exptime, old.flags(), Mode::Brief)?;
             new.item.copy_value(0, &old.item, 0, shape.vlen);
             // Relaxed: the meta state carries over (a racing note of a read may be lost).
@@ -639,7 +657,10 @@ impl Store {
     /// `when` on, every item stored before `when`. A flush replaces a pending delayed one.
     pub fn flush(&self, when: RelTime) {
         self.counters.add(Counter::CmdFlush, 1);
-        if when != 0 && when > self.now() {
+        let now = self.now();
+        // A delayed flush whose time came has taken effect: a new one does not undo it.
+        self.settle_flush(now);
+        if when != 0 && when > now {
             // Release: pairs with `settle_flush`'s Acquire load.
             self.flush_at.store(when, Ordering::Release);
             return;

@@ -178,7 +178,7 @@ impl Store {
         let hash = self.engine.hash(key);
         let mut hit = false;
         let mut value = 0;
-        let result = self.rewrite(key, hash, now, |current| {
+        let result = self.rewrite(key, hash, now, false, |current| {
             // As memcached: a number shorter than the one it replaces keeps that length,
             // padded with spaces (memcached rewrites it in place).
             let (new, flags, exptime, kept) = match current {
@@ -233,7 +233,7 @@ impl Store {
         self.check(key.len(), 0)?;
         let now = self.now();
         let hash = self.engine.hash(key);
-        self.rewrite(key, hash, now, |current| {
+        self.rewrite(key, hash, now, false, |current| {
             let old = current.ok_or(Error::NotFound)?;
             if cas != 0 && old.cas() != cas {
                 return Err(Error::Exists);

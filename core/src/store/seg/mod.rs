@@ -388,20 +388,22 @@ impl Engine {
     }
 
     /// Publishes `item` (reserved, unpublished, of the locked key) with `meta` as its meta
-    /// word, in place of `old` or in a new slot: stamps its CAS, stores the slot, updates the
-    /// counts. Returns the CAS and whether the index wants to grow, or why not.
+    /// word, in place of `old` or in a new slot: stamps its CAS (a new one, or `cas` kept from
+    /// the item it replaces), stores the slot, updates the counts. Returns the CAS and whether
+    /// the index wants to grow, or why not.
     pub(crate) fn publish(
         &self,
         locked: &Locked<'_>,
         old: Option<(Pos, &Item<'_>)>,
         item: &Item<'_>,
         meta: u32,
+        cas: Option<u64>,
     ) -> Result<(u64, bool), Unpublished> {
         let loc = item.loc().expect("a placed item");
         if old.is_none() && !self.eviction && !locked.has_room() {
             return Err(Unpublished::IndexFull);
         }
-        let cas = self.next_cas();
+        let cas = cas.unwrap_or_else(|| self.next_cas());
         if !item.stamp(cas, self.segs.cas_base(loc.seg), meta) {
             return Err(Unpublished::Wide);
         }
