@@ -163,6 +163,7 @@ impl Store {
     }
 
     /// The current time on the store's clock.
+    #[inline]
     pub fn now(&self) -> RelTime {
         self.clock.now()
     }
@@ -272,7 +273,7 @@ impl Store {
             source.flags(),
             Mode::Patient,
         )?;
-        copy.item.copy_value(0, source, 0, shape.vlen);
+        copy.item.copy_value(0, source, 0, shape.vlen());
         Ok(copy)
     }
 
@@ -281,6 +282,7 @@ impl Store {
         bits | now << ACCESS_SHIFT
     }
 
+    #[inline]
     pub(super) fn is_live(&self, item: &Item<'_>, now: RelTime) -> bool {
         let exptime = item.exptime();
         exptime == 0 || exptime > now
@@ -350,7 +352,7 @@ impl Store {
                     } else {
                         (&item.item, &old.item)
                     };
-                    let (h, t) = (head.shape().vlen, tail.shape().vlen);
+                    let (h, t) = (head.shape().vlen(), tail.shape().vlen());
                     let new = self.fresh(key, h + t, old.flags(), old.exptime(), Mode::Brief)?;
                     new.item.copy_value(0, head, 0, h);
                     new.item.copy_value(h, tail, 0, t);
@@ -645,7 +647,7 @@ impl Store {
                 )
             };
             let new = self.reserve(shape, key, exptime, old.flags(), Mode::Brief)?;
-            new.item.copy_value(0, &old.item, 0, shape.vlen);
+            new.item.copy_value(0, &old.item, 0, shape.vlen());
             // Relaxed: the meta state carries over (a racing note of a read may be lost).
             Ok((new, old.item.meta().load(Ordering::Relaxed)))
         })

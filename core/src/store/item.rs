@@ -9,7 +9,7 @@
 //! atomic); the C boundary reads them through raw pointers instead ([`ItemRef::raw_parts`]).
 
 use super::meta::ACCESS_UPDATE;
-use super::seg::{Item, Place, ACCESS_SHIFT, FETCHED, MAX_HEADER, STALE, WON};
+use super::seg::{Item, ACCESS_SHIFT, FETCHED, MAX_HEADER, STALE, WON};
 use super::Store;
 use crate::sync::atomic::Ordering;
 use std::fmt;
@@ -67,7 +67,7 @@ impl Drop for ItemRef<'_> {
 impl<'s> ItemRef<'s> {
     /// The key's length.
     pub fn key_len(&self) -> usize {
-        self.item.shape().klen
+        self.item.shape().klen()
     }
 
     /// The key (a copy).
@@ -79,7 +79,7 @@ impl<'s> ItemRef<'s> {
 
     /// The value's length.
     pub fn value_len(&self) -> usize {
-        self.item.shape().vlen
+        self.item.shape().vlen()
     }
 
     /// The value (a copy).
@@ -197,6 +197,6 @@ impl<'s> ItemRef<'s> {
     /// Whether it lies in a segment, not in memory of its own (large objects, detached
     /// allocations).
     pub fn in_segment(&self) -> bool {
-        matches!(self.item.place(), Place::Seg { .. })
+        self.item.block().is_none()
     }
 }

@@ -60,13 +60,14 @@ impl Store {
     /// The token of `item`, whose hold now goes with the token (see the module docs).
     pub fn into_token(&self, item: ItemRef<'_>) -> u64 {
         let hold = item.hold;
-        let token = match item.item.place() {
-            Place::Seg { loc, .. } => {
+        let token = match (item.item.block(), item.item.loc()) {
+            (None, Some(loc)) => {
                 hold_bits(hold) << HOLD_SHIFT | u64::from(loc.seg) << SEG_SHIFT | u64::from(loc.off)
             }
-            Place::Block { block, loc } => {
+            (block, loc) => {
+                let block = block.expect("an item out of the segments lies in a block");
                 let mut slots = self.blocks.slots.lock();
-                let entry = Some((PayloadArc::clone(block), *loc, hold));
+                let entry = Some((PayloadArc::clone(block), loc, hold));
                 let slot = match slots.free.pop() {
                     Some(slot) => {
                         slots.held[slot] = entry;

@@ -16,7 +16,7 @@ pub(crate) const WON: u32 = 2;
 pub(crate) const FETCHED: u32 = 4;
 pub(crate) const ACCESS_SHIFT: u32 = 3;
 
-/// Where an item's bytes are.
+/// Where an item's bytes are (what [`Item::read`] and [`Item::write`] take).
 #[derive(Clone)]
 pub(crate) enum Place<'e> {
     /// In a segment: the segments' mapping, the location and its byte offset there.
@@ -32,10 +32,23 @@ pub(crate) enum Place<'e> {
     },
 }
 
-/// An item: where it is, and its shape as its length word says.
+/// A location that names no item (a detached allocation's).
+const NOWHERE: Loc = Loc {
+    seg: u32::MAX,
+    off: 0,
+};
+
+/// An item: where it is, and its length word as read (kept small: lookups move it around).
 #[derive(Clone)]
 pub(crate) struct Item<'e> {
-    place: Place<'e>,
+    /// The segments' mapping (for an item in a segment).
+    memory: Option<&'e Words<AtomicU32>>,
+    /// The block it starts (a large object or a detached allocation).
+    block: Option<PayloadArc<Block>>,
+    /// Its byte offset in its words.
+    at: usize,
+    loc: Loc,
+    /// Its shape, as its length word says (decoded once: every accessor needs it).
     shape: Shape,
 }
 
@@ -43,22 +56,64 @@ impl fmt::Debug for Item<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Item")
             .field("loc", &self.loc())
-            .field("shape", &self.shape)
+            .field("shape", &self.shape())
             .finish()
     }
 }
 
 impl<'e> Item<'e> {
+    #[inline]
+    fn at_place(place: Place<'e>, shape: Shape) -> Self {
+        match place {
+            Place::Seg { memory, loc, at } => Self {
+                memory: Some(memory),
+                block: None,
+                at,
+                loc,
+                shape,
+            },
+            Place::Block { block, loc } => Self {
+                memory: None,
+                block: Some(block),
+                at: 0,
+                loc: loc.unwrap_or(NOWHERE),
+                shape,
+            },
+        }
+    }
+
+    /// The shape of the item at byte `at` of `memory` if its key is `key` (a lookup's probe:
+    /// nothing is built for the items it passes over).
+    #[inline]
+    pub(crate) fn key_shape(
+        memory: &Words<AtomicU32>,
+        at: usize,
+        cas: bool,
+        key: &[u8],
+    ) -> Option<Shape> {
+        let shape = decode_at(memory, at, cas);
+        (shape.klen() == key.len() && memory.eq_bytes(at + shape.key_at(), key)).then_some(shape)
+    }
+
+    /// The item in a segment at `loc` (byte `at` of `memory`) of `shape`.
+    #[inline]
+    pub(crate) fn in_segment(
+        memory: &'e Words<AtomicU32>,
+        loc: Loc,
+        at: usize,
+        shape: Shape,
+    ) -> Self {
+        Self::at_place(Place::Seg { memory, loc, at }, shape)
+    }
+
     /// The item at `place`, as its header says (`cas`: the store keeps CAS words).
     #[inline]
     pub(crate) fn read(place: Place<'e>, cas: bool) -> Self {
-        let (words, at) = words_at(&place);
-        // Relaxed (both): written before the item was published or reserved by this thread.
-        let word = words.at(at / 4).load(Ordering::Relaxed);
-        let (shape, _) = Shape::decode(word, cas, |long| {
-            words.at((at + long) / 4).load(Ordering::Relaxed)
-        });
-        Self { place, shape }
+        let shape = match &place {
+            Place::Seg { memory, at, .. } => decode_at(memory, *at, cas),
+            Place::Block { block, .. } => decode_at(&block.words, 0, cas),
+        };
+        Self::at_place(place, shape)
     }
 
     /// Writes a new item's header and key at `place` (a run the caller reserved): not
@@ -70,9 +125,9 @@ impl<'e> Item<'e> {
         exptime: u32,
         flags: u32,
     ) -> Self {
-        let item = Self { place, shape };
-        let (words, at) = item.words();
         let (word, long) = shape.encode(false);
+        let item = Self::at_place(place, shape);
+        let (words, at) = item.words();
         // Relaxed (all the header words): published by the slot's Release store.
         item.word(0).store(word, Ordering::Relaxed);
         item.word(4).store(0, Ordering::Relaxed);
@@ -96,8 +151,13 @@ impl<'e> Item<'e> {
         item
     }
 
+    #[inline]
     fn words(&self) -> (&Words<AtomicU32>, usize) {
-        words_at(&self.place)
+        match (&self.block, self.memory) {
+            (Some(block), _) => (&block.words, 0),
+            (None, Some(memory)) => (memory, self.at),
+            (None, None) => unreachable!("an item is in a segment or a block"),
+        }
     }
 
     /// The header word at byte `offset` of the item.
@@ -107,22 +167,21 @@ impl<'e> Item<'e> {
         words.at((at + offset) / 4)
     }
 
-    /// Where it is (`None`: a detached allocation).
-    pub(crate) fn loc(&self) -> Option<Loc> {
-        match &self.place {
-            Place::Seg { loc, .. } => Some(*loc),
-            Place::Block { loc, .. } => *loc,
-        }
-    }
-
-    /// Where its bytes are.
-    pub(crate) fn place(&self) -> &Place<'e> {
-        &self.place
-    }
-
     /// Its shape.
+    #[inline]
     pub(crate) fn shape(&self) -> Shape {
         self.shape
+    }
+
+    /// The block it lies in, if not in a segment (a large object, a detached allocation).
+    pub(crate) fn block(&self) -> Option<&PayloadArc<Block>> {
+        self.block.as_ref()
+    }
+
+    /// Where it is (`None`: a detached allocation).
+    #[inline]
+    pub(crate) fn loc(&self) -> Option<Loc> {
+        (self.loc != NOWHERE).then_some(self.loc)
     }
 
     /// Bytes it takes.
@@ -136,21 +195,21 @@ impl<'e> Item<'e> {
     pub(crate) fn published(&self) -> bool {
         // Relaxed: set by the stamp before the slot's Release store (readers), or by this
         // thread (an allocation's owner).
-        let word = self.word(0).load(Ordering::Relaxed);
-        Shape::decode(word, self.shape.cas, |_| 0).1
+        Shape::is_published(self.word(0).load(Ordering::Relaxed))
     }
 
     /// Whether its key is `key`.
     #[inline]
     pub(crate) fn key_is(&self, key: &[u8]) -> bool {
+        let shape = self.shape();
         let (words, at) = self.words();
-        self.shape.klen == key.len() && words.eq_bytes(at + self.shape.key_at(), key)
+        shape.klen() == key.len() && words.eq_bytes(at + shape.key_at(), key)
     }
 
     /// Copies its key into `out` (at least 250 bytes); returns its length.
     pub(crate) fn key_into(&self, out: &mut [u8]) -> usize {
         let (words, at) = self.words();
-        let n = self.shape.klen;
+        let n = self.shape.klen();
         words.load_bytes(at + self.shape.key_at(), &mut out[..n]);
         n
     }
@@ -170,7 +229,7 @@ impl<'e> Item<'e> {
     /// Zeroes the value (an allocation, before the host fills it).
     pub(crate) fn zero_value(&self) {
         let (words, at) = self.words();
-        words.zero_bytes(at + self.shape.value_at(), self.shape.vlen);
+        words.zero_bytes(at + self.shape.value_at(), self.shape.vlen());
     }
 
     /// Copies `len` value bytes of `source` from `from` to `to` in this one's value (an item
@@ -181,7 +240,7 @@ impl<'e> Item<'e> {
         words.copy_from(
             at + self.shape.value_at() + to,
             src,
-            src_at + source.shape.value_at() + from,
+            src_at + source.shape().value_at() + from,
             len,
         );
     }
@@ -306,9 +365,14 @@ impl<'e> Item<'e> {
     }
 }
 
-fn words_at<'a>(place: &'a Place<'_>) -> (&'a Words<AtomicU32>, usize) {
-    match place {
-        Place::Seg { memory, at, .. } => (memory, *at),
-        Place::Block { block, .. } => (&block.words, 0),
-    }
+/// The shape of the item at byte `at` of `words`.
+#[inline]
+fn decode_at(words: &Words<AtomicU32>, at: usize, cas: bool) -> Shape {
+    // Relaxed (both): written before the item was published (the slot's Acquire load ordered
+    // them) or by the reader itself (an allocation).
+    let word = words.at(at / 4).load(Ordering::Relaxed);
+    Shape::decode(word, cas, |long| {
+        words.at((at + long) / 4).load(Ordering::Relaxed)
+    })
+    .0
 }

@@ -27,13 +27,14 @@ const HAS_FLAGS: u32 = 1 << 29;
 const WIDE_CAS: u32 = 1 << 30;
 const PUBLISHED: u32 = 1 << 31;
 
-/// The shape of one item: the lengths and which optional words it has.
+/// The shape of one item: the lengths and which optional words it has (12 bytes: items are
+/// passed around by value on the lookup path).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Shape {
-    /// Key bytes (1 to 250).
-    pub klen: usize,
     /// Value bytes.
-    pub vlen: usize,
+    pub value_len: u32,
+    /// Key bytes (1 to 250).
+    pub key_len: u8,
     /// Whether the store keeps CAS values (a store-wide setting, not a header bit).
     pub cas: bool,
     /// The CAS is 8 bytes, not an offset from the segment's base.
@@ -49,8 +50,8 @@ impl Shape {
     /// flags need.
     pub(crate) fn new(klen: usize, vlen: usize, cas: bool, exptime: u32, flags: u32) -> Self {
         Self {
-            klen,
-            vlen,
+            key_len: klen as u8,
+            value_len: vlen as u32,
             cas,
             wide: false,
             expiry: exptime != 0,
@@ -58,13 +59,27 @@ impl Shape {
         }
     }
 
+    /// Key bytes.
+    #[inline]
+    pub(crate) fn klen(&self) -> usize {
+        usize::from(self.key_len)
+    }
+
+    /// Value bytes.
+    #[inline]
+    pub(crate) fn vlen(&self) -> usize {
+        self.value_len as usize
+    }
+
+    #[inline]
     fn long(&self) -> bool {
-        self.vlen >= VALUE_LONG as usize
+        self.value_len >= VALUE_LONG
     }
 
     /// Where the CAS word lies.
     pub(crate) const CAS_AT: usize = 8;
 
+    #[inline]
     fn cas_len(&self) -> usize {
         match (self.cas, self.wide) {
             (false, _) => 0,
@@ -74,32 +89,38 @@ impl Shape {
     }
 
     /// Where the expiry word lies (when it has one).
+    #[inline]
     pub(crate) fn expiry_at(&self) -> usize {
         Self::CAS_AT + self.cas_len()
     }
 
     /// Where the flags word lies (when it has one).
+    #[inline]
     pub(crate) fn flags_at(&self) -> usize {
         self.expiry_at() + 4 * usize::from(self.expiry)
     }
 
+    #[inline]
     fn long_at(&self) -> usize {
         self.flags_at() + 4 * usize::from(self.flags)
     }
 
     /// Where the key starts.
+    #[inline]
     pub(crate) fn key_at(&self) -> usize {
         self.long_at() + 4 * usize::from(self.long())
     }
 
     /// Where the value starts.
+    #[inline]
     pub(crate) fn value_at(&self) -> usize {
-        self.key_at() + self.klen
+        self.key_at() + self.klen()
     }
 
     /// Bytes the item takes, a multiple of 4.
+    #[inline]
     pub(crate) fn size(&self) -> usize {
-        (self.value_at() + self.vlen + 3) & !3
+        (self.value_at() + self.vlen() + 3) & !3
     }
 
     /// The length word, and the long-length word when it needs one.
@@ -107,9 +128,9 @@ impl Shape {
         let vfield = if self.long() {
             VALUE_LONG
         } else {
-            self.vlen as u32
+            self.value_len
         };
-        let mut word = self.klen as u32 | vfield << VALUE_SHIFT;
+        let mut word = u32::from(self.key_len) | vfield << VALUE_SHIFT;
         for (on, bit) in [
             (self.expiry, HAS_EXPIRY),
             (self.flags, HAS_FLAGS),
@@ -120,22 +141,29 @@ impl Shape {
                 word |= bit;
             }
         }
-        (word, self.long().then_some(self.vlen as u32))
+        (word, self.long().then_some(self.value_len))
+    }
+
+    /// Whether a length word says its item was published.
+    #[inline]
+    pub(crate) fn is_published(word: u32) -> bool {
+        word & PUBLISHED != 0
     }
 
     /// The shape a length word says (the long length read by `long` when it has one), and
     /// whether the item was published.
+    #[inline]
     pub(crate) fn decode(word: u32, cas: bool, long: impl FnOnce(usize) -> u32) -> (Self, bool) {
         let mut shape = Self {
-            klen: (word & ((1 << KEY_BITS) - 1)) as usize,
-            vlen: ((word >> VALUE_SHIFT) & VALUE_LONG) as usize,
+            key_len: (word & ((1 << KEY_BITS) - 1)) as u8,
+            value_len: (word >> VALUE_SHIFT) & VALUE_LONG,
             cas,
             wide: word & WIDE_CAS != 0,
             expiry: word & HAS_EXPIRY != 0,
             flags: word & HAS_FLAGS != 0,
         };
-        if shape.vlen == VALUE_LONG as usize {
-            shape.vlen = long(shape.long_at()) as usize;
+        if shape.value_len == VALUE_LONG {
+            shape.value_len = long(shape.long_at());
         }
         (shape, word & PUBLISHED != 0)
     }

@@ -130,63 +130,91 @@ impl<W: Word> Words<W> {
 }
 
 impl Words<AtomicU32> {
-    /// Copies `out.len()` bytes starting at byte `offset` into `out`.
+    /// Copies `out.len()` bytes starting at byte `offset` into `out`: a partial first word,
+    /// whole words, a partial last word.
     #[inline]
     pub(crate) fn load_bytes(&self, offset: usize, out: &mut [u8]) {
-        let mut at = offset;
-        let mut done = 0;
-        while done < out.len() {
-            let (word, skip) = (at / 4, at % 4);
-            let n = (4 - skip).min(out.len() - done);
-            // Relaxed: a published item's bytes were written before its slot's Release store,
-            // which the reader's Acquire load of the slot ordered before this.
-            let bytes = self.at(word).load(Ordering::Relaxed).to_le_bytes();
-            out[done..done + n].copy_from_slice(&bytes[skip..skip + n]);
-            done += n;
-            at += n;
+        // Relaxed (every load here): a published item's bytes were written before its slot's
+        // Release store, which the reader's Acquire load of the slot ordered before this.
+        let load = |word: usize| self.at(word).load(Ordering::Relaxed).to_le_bytes();
+        let skip = offset % 4;
+        let mut word = offset / 4;
+        let mut out = out;
+        if skip != 0 && !out.is_empty() {
+            let n = (4 - skip).min(out.len());
+            out[..n].copy_from_slice(&load(word)[skip..skip + n]);
+            out = &mut out[n..];
+            word += 1;
+        }
+        let mut chunks = out.chunks_exact_mut(4);
+        for chunk in chunks.by_ref() {
+            chunk.copy_from_slice(&load(word));
+            word += 1;
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let n = tail.len();
+            tail.copy_from_slice(&load(word)[..n]);
         }
     }
 
-    /// Whether the `bytes.len()` bytes at byte `offset` are `bytes`.
+    /// Whether the `bytes.len()` bytes at byte `offset` (a multiple of 4: where a key starts)
+    /// are `bytes`: whole words compared as words (no call to `memcmp` per word), the last one
+    /// under a mask.
     #[inline]
     pub(crate) fn eq_bytes(&self, offset: usize, bytes: &[u8]) -> bool {
-        let mut at = offset;
-        let mut done = 0;
-        while done < bytes.len() {
-            let (word, skip) = (at / 4, at % 4);
-            let n = (4 - skip).min(bytes.len() - done);
+        debug_assert!(offset % 4 == 0);
+        let first = offset / 4;
+        let mut chunks = bytes.chunks_exact(4);
+        for (i, chunk) in chunks.by_ref().enumerate() {
+            let want = u32::from_le_bytes(chunk.try_into().expect("chunks of 4"));
             // Relaxed: as in `load_bytes`.
-            let have = self.at(word).load(Ordering::Relaxed).to_le_bytes();
-            if have[skip..skip + n] != bytes[done..done + n] {
+            if self.at(first + i).load(Ordering::Relaxed) != want {
                 return false;
             }
-            done += n;
-            at += n;
         }
-        true
+        let rest = chunks.remainder();
+        if rest.is_empty() {
+            return true;
+        }
+        let mut want = [0u8; 4];
+        want[..rest.len()].copy_from_slice(rest);
+        let mask = u32::MAX >> (8 * (4 - rest.len()));
+        // Relaxed: as in `load_bytes`.
+        let have = self.at(first + bytes.len() / 4).load(Ordering::Relaxed);
+        have & mask == u32::from_le_bytes(want)
     }
 
     /// Writes `bytes` at byte `offset`. The words it touches belong to a run the caller owns
     /// (reserved and not yet published); bytes of its edge words outside `bytes` are kept.
     #[inline]
     pub(crate) fn store_bytes(&self, offset: usize, bytes: &[u8]) {
-        let mut at = offset;
-        let mut done = 0;
-        while done < bytes.len() {
-            let (word, skip) = (at / 4, at % 4);
-            let n = (4 - skip).min(bytes.len() - done);
+        // Relaxed (every access here): the caller's own run, published later by the slot's
+        // Release store.
+        let merge = |word: usize, skip: usize, part: &[u8]| {
             let cell = self.at(word);
-            let mut value = if n == 4 {
-                [0; 4]
-            } else {
-                // Relaxed: the caller's own run (see above).
-                cell.load(Ordering::Relaxed).to_le_bytes()
-            };
-            value[skip..skip + n].copy_from_slice(&bytes[done..done + n]);
-            // Relaxed: published later by the slot's Release store.
+            let mut value = cell.load(Ordering::Relaxed).to_le_bytes();
+            value[skip..skip + part.len()].copy_from_slice(part);
             cell.store(u32::from_le_bytes(value), Ordering::Relaxed);
-            done += n;
-            at += n;
+        };
+        let skip = offset % 4;
+        let mut word = offset / 4;
+        let mut bytes = bytes;
+        if skip != 0 && !bytes.is_empty() {
+            let n = (4 - skip).min(bytes.len());
+            merge(word, skip, &bytes[..n]);
+            bytes = &bytes[n..];
+            word += 1;
+        }
+        let mut chunks = bytes.chunks_exact(4);
+        for chunk in chunks.by_ref() {
+            let value = u32::from_le_bytes(chunk.try_into().expect("chunks of 4"));
+            self.at(word).store(value, Ordering::Relaxed);
+            word += 1;
+        }
+        let tail = chunks.remainder();
+        if !tail.is_empty() {
+            merge(word, 0, tail);
         }
     }
 
@@ -292,8 +320,10 @@ mod tests {
         let mut out = [0u8; 15];
         words.load_bytes(0, &mut out);
         assert_eq!(&out, b"abchello, world");
-        assert!(words.eq_bytes(3, b"hello"));
-        assert!(!words.eq_bytes(3, b"hellO"));
+        assert!(words.eq_bytes(4, b"ello, wo"));
+        assert!(words.eq_bytes(4, b"ello, w"));
+        assert!(!words.eq_bytes(4, b"ello, W"));
+        assert!(!words.eq_bytes(4, b"ellO"));
         words.zero_bytes(5, 4);
         words.load_bytes(0, &mut out);
         assert_eq!(&out, b"abche\0\0\0\0 world");

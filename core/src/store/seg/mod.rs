@@ -55,8 +55,13 @@ pub(crate) struct Plan {
     pub eviction: bool,
 }
 
-/// The index may take at most this share of the budget: one slot per 128 bytes of cache.
+/// The index may take about this share of the budget: one slot per 128 bytes of cache.
 const INDEX_SHARE: usize = 16;
+
+/// The largest power of two not above `n` (at least 1).
+fn prev_power_of_two(n: usize) -> usize {
+    1 << (usize::BITS - 1 - n.max(1).leading_zeros())
+}
 
 /// Why [`Engine::publish`] did not publish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,16 +116,17 @@ impl Engine {
         if seg_size % 4 != 0 || !(64..=MAX_OFFSET).contains(&seg_size) {
             return Err("segment size");
         }
-        let max_buckets = (plan.capacity / INDEX_SHARE / BUCKET_BYTES)
-            .min((plan.capacity.saturating_sub(seg_size)) / BUCKET_BYTES)
-            .max(1);
+        // A power of two near one slot per 128 bytes of cache (at most 1.4 times that), and
+        // room for a segment beside it.
+        let near = plan.capacity * 14 / 10 / INDEX_SHARE / BUCKET_BYTES;
+        let room = plan.capacity.saturating_sub(seg_size) / BUCKET_BYTES;
+        let max_buckets = prev_power_of_two(near.min(room).max(1));
         // Start small (a sixty-fourth of the most), doubling as items come: a cache of large
         // values keeps its room for them.
-        let mut buckets = max_buckets;
-        while buckets > 64 && buckets % 2 == 0 && buckets * 64 > max_buckets {
-            buckets /= 2;
-        }
-        let locks = max_buckets.next_power_of_two().clamp(1, 1024);
+        let buckets = (max_buckets / 64).max(1);
+        // Both buckets of a key lie in one lock stripe, their numbers differing above the
+        // stripe's bits: a quarter of the first table's buckets leaves them four choices.
+        let locks = (buckets / 4).clamp(1, 1024);
         let index = Index::new(buckets, max_buckets, locks).ok_or("index memory")?;
         let count = (plan.capacity.saturating_sub(buckets * BUCKET_BYTES) / seg_size).max(1);
         let max_large = plan.capacity / seg_size + 1;
@@ -178,15 +184,22 @@ impl Engine {
     /// `key`'s item (published, live or not) and its slot. The caller is pinned.
     #[inline]
     pub(crate) fn find(&self, _pin: &Pinned, hash: Hash, key: &[u8]) -> Option<(Item<'_>, Hit)> {
-        let mut found = None;
-        let hit = self.index.find(hash, |loc| match self.item_at(loc) {
-            Some(item) if item.key_is(key) => {
-                found = Some(item);
-                true
+        let memory = self.segs.memory();
+        let (mut in_segment, mut large) = (None, None);
+        let hit = self.index.find(hash, |loc| {
+            if self.segs.is_large(loc.seg) {
+                large = self.item_at(loc).filter(|item| item.key_is(key));
+                return large.is_some();
             }
-            _ => false,
+            let at = self.segs.at(loc);
+            in_segment = Item::key_shape(memory, at, self.use_cas, key).map(|s| (loc, at, s));
+            in_segment.is_some()
         })?;
-        Some((found?, hit))
+        let item = match in_segment {
+            Some((loc, at, shape)) => Item::in_segment(memory, loc, at, shape),
+            None => large?,
+        };
+        Some((item, hit))
     }
 
     /// Marks a found item as read (for eviction's second chance).
@@ -203,14 +216,14 @@ impl Engine {
 
     /// Takes a counted hold on a found item's segment (a large object is held by its block).
     pub(crate) fn hold(&self, item: &Item<'_>) {
-        if let Place::Seg { loc, .. } = item.place() {
+        if let (None, Some(loc)) = (item.block(), item.loc()) {
             self.segs.hold(loc.seg);
         }
     }
 
     /// Lets a counted hold go.
     pub(crate) fn unhold(&self, item: &Item<'_>) {
-        if let Place::Seg { loc, .. } = item.place() {
+        if let (None, Some(loc)) = (item.block(), item.loc()) {
             self.segs.unhold(loc.seg);
         }
     }
@@ -447,28 +460,29 @@ impl Engine {
     /// Doubles the index if it asked to and the budget can make room (after a write, with no
     /// lock held).
     pub(crate) fn grow(&self, now: u32) {
-        let mut patience = Patience::new();
+        // Brief: a write that finds no room for the index goes on without the doubling (the
+        // next one that asks tries again).
+        let mut patience = Patience::brief();
         loop {
             self.index.clear_stale();
             if !self.index.wants_growth() {
                 return;
             }
-            match self.segs.charge(
+            let room = self.segs.charge(
                 self.index.growth_bytes(),
                 self.index.charged(),
                 self.eviction,
                 now,
-            ) {
-                Ok(()) => {
-                    self.index.start_growth();
-                    return;
-                }
-                Err(Step::Evict(seg)) => self.evict(seg, now),
-                Err(step) => {
-                    if self.follow(step, &mut patience, now).is_err() {
-                        return;
-                    }
-                }
+            );
+            let went_on = match room {
+                Ok(()) if self.index.start_growth() => return,
+                // The last doubling's old table waits for its grace period (which needs the
+                // collector driven: writes do not pin), or another thread migrates.
+                Ok(()) => patience.wait(),
+                Err(step) => self.follow(step, &mut patience, now).is_ok(),
+            };
+            if !went_on {
+                return;
             }
         }
     }
@@ -545,7 +559,7 @@ impl Engine {
         let mut key = [0u8; 256];
         let n = item.key_into(&mut key);
         let copy = Item::write(place, shape, &key[..n], item.exptime(), item.flags());
-        copy.copy_value(0, item, 0, shape.vlen);
+        copy.copy_value(0, item, 0, shape.vlen());
         // Relaxed: the meta word is the item's own; a racing note of a read may be lost.
         let meta = item.meta().load(Ordering::Relaxed);
         if !copy.stamp(cas, self.segs.cas_base(loc.seg), meta) {

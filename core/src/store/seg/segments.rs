@@ -248,6 +248,7 @@ impl Segments {
     }
 
     /// Whether `seg` numbers a large object.
+    #[inline]
     pub(crate) fn is_large(&self, seg: u32) -> bool {
         seg as usize >= self.count
     }
