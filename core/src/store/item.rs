@@ -9,7 +9,7 @@
 //! atomic); the C boundary reads them through raw pointers instead ([`ItemRef::raw_parts`]).
 
 use super::meta::ACCESS_UPDATE;
-use super::seg::{Item, ACCESS_SHIFT, FETCHED, MAX_HEADER, STALE, WON};
+use super::seg::{Item, ACCESS_SHIFT, FETCHED, KEPT, MAX_HEADER, STALE, WON};
 use super::Store;
 use crate::sync::atomic::Ordering;
 use std::fmt;
@@ -188,7 +188,7 @@ impl<'s> ItemRef<'s> {
                 .item
                 .meta()
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
-                    Some(word & (STALE | WON) | FETCHED | at << ACCESS_SHIFT)
+                    Some(word & KEPT | FETCHED | at << ACCESS_SHIFT)
                 });
         }
         before

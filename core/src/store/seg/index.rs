@@ -950,7 +950,7 @@ mod tests {
     /// an insert evicted, never one that moved.
     #[test]
     fn readers_never_miss_a_moving_slot() {
-        use std::sync::atomic::AtomicBool;
+        use crate::sync::atomic::AtomicBool;
         let index = Index::new(64, 64, 16).unwrap();
         let keys = keys(600);
         let evicted: Vec<AtomicBool> = (0..600).map(|_| AtomicBool::new(false)).collect();

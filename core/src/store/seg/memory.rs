@@ -111,6 +111,28 @@ impl<W: Word> Words<W> {
         }
     }
 
+    /// Words `from..to` (panics past the end): bulk copies check their bounds once.
+    #[inline]
+    pub(crate) fn span(&self, from: usize, to: usize) -> &[W] {
+        assert!(
+            from <= to && to <= self.len,
+            "words {from}..{to} past a region of {}",
+            self.len
+        );
+        #[cfg(not(mcb_loom))]
+        {
+            // SAFETY: in bounds (checked above) of the live mapping `self` owns, aligned, and
+            // only accessed atomically (see `at`); the slice lives no longer than `&self`.
+            unsafe {
+                std::slice::from_raw_parts(self.map.ptr.add(from * W::BYTES).cast::<W>(), to - from)
+            }
+        }
+        #[cfg(mcb_loom)]
+        {
+            &self.words[from..to]
+        }
+    }
+
     /// Hands the pages wholly inside bytes `[from, to)` back to the OS (`MADV_DONTNEED`): they
     /// read as zeros afterwards and stop counting in the resident set. A no-op under loom.
     pub(crate) fn release(&self, from: usize, to: usize) {
@@ -134,42 +156,43 @@ impl Words<AtomicU32> {
     /// whole words, a partial last word.
     #[inline]
     pub(crate) fn load_bytes(&self, offset: usize, out: &mut [u8]) {
+        if out.is_empty() {
+            return;
+        }
+        let skip = offset % 4;
+        let words = self.span(offset / 4, (offset + out.len()).div_ceil(4));
         // Relaxed (every load here): a published item's bytes were written before its slot's
         // Release store, which the reader's Acquire load of the slot ordered before this.
-        let load = |word: usize| self.at(word).load(Ordering::Relaxed).to_le_bytes();
-        let skip = offset % 4;
-        let mut word = offset / 4;
-        let mut out = out;
-        if skip != 0 && !out.is_empty() {
+        let load = |word: &AtomicU32| word.load(Ordering::Relaxed).to_le_bytes();
+        let (mut words, mut out) = (words, out);
+        if skip != 0 {
             let n = (4 - skip).min(out.len());
-            out[..n].copy_from_slice(&load(word)[skip..skip + n]);
+            out[..n].copy_from_slice(&load(&words[0])[skip..skip + n]);
             out = &mut out[n..];
-            word += 1;
+            words = &words[1..];
         }
         let mut chunks = out.chunks_exact_mut(4);
-        for chunk in chunks.by_ref() {
+        for (chunk, word) in chunks.by_ref().zip(words) {
             chunk.copy_from_slice(&load(word));
-            word += 1;
         }
         let tail = chunks.into_remainder();
         if !tail.is_empty() {
             let n = tail.len();
-            tail.copy_from_slice(&load(word)[..n]);
+            tail.copy_from_slice(&load(&words[words.len() - 1])[..n]);
         }
     }
 
     /// Whether the `bytes.len()` bytes at byte `offset` (a multiple of 4: where a key starts)
-    /// are `bytes`: whole words compared as words (no call to `memcmp` per word), the last one
-    /// under a mask.
+    /// are `bytes`: whole words compared as words, the last one under a mask.
     #[inline]
     pub(crate) fn eq_bytes(&self, offset: usize, bytes: &[u8]) -> bool {
         debug_assert!(offset % 4 == 0);
-        let first = offset / 4;
+        let words = self.span(offset / 4, (offset + bytes.len()).div_ceil(4));
         let mut chunks = bytes.chunks_exact(4);
-        for (i, chunk) in chunks.by_ref().enumerate() {
+        for (chunk, word) in chunks.by_ref().zip(words) {
             let want = u32::from_le_bytes(chunk.try_into().expect("chunks of 4"));
             // Relaxed: as in `load_bytes`.
-            if self.at(first + i).load(Ordering::Relaxed) != want {
+            if word.load(Ordering::Relaxed) != want {
                 return false;
             }
         }
@@ -181,7 +204,7 @@ impl Words<AtomicU32> {
         want[..rest.len()].copy_from_slice(rest);
         let mask = u32::MAX >> (8 * (4 - rest.len()));
         // Relaxed: as in `load_bytes`.
-        let have = self.at(first + bytes.len() / 4).load(Ordering::Relaxed);
+        let have = words[words.len() - 1].load(Ordering::Relaxed);
         have & mask == u32::from_le_bytes(want)
     }
 
@@ -189,32 +212,35 @@ impl Words<AtomicU32> {
     /// (reserved and not yet published); bytes of its edge words outside `bytes` are kept.
     #[inline]
     pub(crate) fn store_bytes(&self, offset: usize, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let skip = offset % 4;
+        let words = self.span(offset / 4, (offset + bytes.len()).div_ceil(4));
         // Relaxed (every access here): the caller's own run, published later by the slot's
         // Release store.
-        let merge = |word: usize, skip: usize, part: &[u8]| {
-            let cell = self.at(word);
-            let mut value = cell.load(Ordering::Relaxed).to_le_bytes();
+        let merge = |word: &AtomicU32, skip: usize, part: &[u8]| {
+            let mut value = word.load(Ordering::Relaxed).to_le_bytes();
             value[skip..skip + part.len()].copy_from_slice(part);
-            cell.store(u32::from_le_bytes(value), Ordering::Relaxed);
+            word.store(u32::from_le_bytes(value), Ordering::Relaxed);
         };
-        let skip = offset % 4;
-        let mut word = offset / 4;
-        let mut bytes = bytes;
-        if skip != 0 && !bytes.is_empty() {
+        let (mut words, mut bytes) = (words, bytes);
+        if skip != 0 {
             let n = (4 - skip).min(bytes.len());
-            merge(word, skip, &bytes[..n]);
+            merge(&words[0], skip, &bytes[..n]);
             bytes = &bytes[n..];
-            word += 1;
+            words = &words[1..];
         }
         let mut chunks = bytes.chunks_exact(4);
-        for chunk in chunks.by_ref() {
-            let value = u32::from_le_bytes(chunk.try_into().expect("chunks of 4"));
-            self.at(word).store(value, Ordering::Relaxed);
-            word += 1;
+        for (chunk, word) in chunks.by_ref().zip(words) {
+            word.store(
+                u32::from_le_bytes(chunk.try_into().expect("chunks of 4")),
+                Ordering::Relaxed,
+            );
         }
         let tail = chunks.remainder();
         if !tail.is_empty() {
-            merge(word, 0, tail);
+            merge(&words[words.len() - 1], 0, tail);
         }
     }
 

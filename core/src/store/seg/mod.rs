@@ -27,7 +27,7 @@ mod reclaim;
 mod segments;
 
 pub(crate) use index::{Hash, Hit, Loc, Locked, Pos, BUCKET_BYTES};
-pub(crate) use item::{Item, Place, ACCESS_SHIFT, FETCHED, STALE, WON};
+pub(crate) use item::{Item, Place, ACCESS_SHIFT, FETCHED, KEPT, STALE, WON};
 pub(crate) use layout::{Shape, MAX_HEADER};
 pub(crate) use segments::{Block, Short};
 
@@ -450,9 +450,10 @@ impl Engine {
         self.dead(item);
     }
 
-    /// An item was unlinked: its segment counts it no more.
+    /// An item was unlinked: its segment counts it no more, and a walk of it skips it.
     fn dead(&self, item: &Item<'_>) {
         if let Some(loc) = item.loc() {
+            item.mark_dead();
             self.segs.unlink(loc.seg, item.size());
         }
     }
@@ -500,7 +501,7 @@ impl Engine {
             };
             let Some(item) = self.item_at(loc) else { break };
             off += item.size();
-            if !item.published() {
+            if !item.published() || item.is_dead() {
                 continue;
             }
             let n = item.key_into(&mut key);
