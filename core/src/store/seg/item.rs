@@ -9,16 +9,14 @@ use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::PayloadArc;
 use std::fmt;
 
-/// The meta word's bits: invalidated (served stale), recache token handed out, fetched,
-/// unlinked (dead: an eviction's walk passes over it without a lookup); the last access time
-/// (seconds) above them.
+/// The meta word's bits: invalidated (served stale), recache token handed out, fetched; the
+/// last access time (seconds) above them (one bit spare).
 pub(crate) const STALE: u32 = 1;
 pub(crate) const WON: u32 = 2;
 pub(crate) const FETCHED: u32 = 4;
-const DEAD: u32 = 8;
 pub(crate) const ACCESS_SHIFT: u32 = 4;
 /// The bits a note of an access keeps.
-pub(crate) const KEPT: u32 = STALE | WON | DEAD;
+pub(crate) const KEPT: u32 = STALE | WON;
 
 /// Where an item's bytes are (what [`Item::read`] and [`Item::write`] take).
 #[derive(Clone)]
@@ -297,18 +295,6 @@ impl<'e> Item<'e> {
     #[inline]
     pub(crate) fn meta(&self) -> &AtomicU32 {
         self.word(4)
-    }
-
-    /// Marks a published item unlinked (a hint for eviction's walk).
-    pub(crate) fn mark_dead(&self) {
-        // Relaxed: a hint; a walk that misses it looks the item up in the index instead.
-        self.meta().fetch_or(DEAD, Ordering::Relaxed);
-    }
-
-    /// Whether it was marked unlinked.
-    pub(crate) fn is_dead(&self) -> bool {
-        // Relaxed: see `mark_dead`.
-        self.meta().load(Ordering::Relaxed) & DEAD != 0
     }
 
     /// Its CAS (published), given its segment's base.

@@ -450,10 +450,9 @@ impl Engine {
         self.dead(item);
     }
 
-    /// An item was unlinked: its segment counts it no more, and a walk of it skips it.
+    /// An item was unlinked: its segment counts it no more.
     fn dead(&self, item: &Item<'_>) {
         if let Some(loc) = item.loc() {
-            item.mark_dead();
             self.segs.unlink(loc.seg, item.size());
         }
     }
@@ -501,7 +500,7 @@ impl Engine {
             };
             let Some(item) = self.item_at(loc) else { break };
             off += item.size();
-            if !item.published() || item.is_dead() {
+            if !item.published() {
                 continue;
             }
             let n = item.key_into(&mut key);
