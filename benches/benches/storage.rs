@@ -5,8 +5,10 @@
 //!   uniformly chosen, from 1, 2 and N threads at once;
 //! - `storage_get50_set50_10k_keys`: the same with half sets.
 //!
-//! Each operation is one call of the store's Rust API (what `mcb_ffi::storage` calls for each
-//! engine call); every thread draws keys from its own fixed-seed generator.
+//! Each operation is one call of the store's Rust API: `ours` is what `mcb_ffi::storage` calls
+//! for each engine call (a get takes a counted hold on the item's segment, as for a foreign
+//! host), `ours_pinned` a get within a pin and without a hold (what a host that pins per turn
+//! gets); every thread draws keys from its own fixed-seed generator.
 
 use criterion::{BenchmarkId, Throughput};
 use mcb_benches::{criterion, print_ratios, results_dir, thread_counts, time_threads, Rng};
@@ -124,6 +126,25 @@ fn main() {
                 })
             });
             group.bench_with_input(
+                BenchmarkId::new("ours_pinned", threads),
+                &threads,
+                |b, &t| {
+                    b.iter_custom(|iters| {
+                        time_threads(t, iters, || {
+                            let r = next();
+                            let key = &keys[(r >> 8) as usize % KEYS];
+                            if r % 10 < sets_per_10 {
+                                let item = ours.item(key, &VALUE, 0, 0).expect("item");
+                                black_box(ours.store(&item, StoreOp::Set).expect("stored"));
+                            } else {
+                                let pin = ours.pin();
+                                black_box(ours.get_pinned(&pin, key).is_some());
+                            }
+                        })
+                    })
+                },
+            );
+            group.bench_with_input(
                 BenchmarkId::new("global_lock", threads),
                 &threads,
                 |b, &t| {
@@ -141,6 +162,10 @@ fn main() {
                 },
             );
             pairs.push((format!("ours/{threads}"), format!("global_lock/{threads}")));
+            pairs.push((
+                format!("ours_pinned/{threads}"),
+                format!("global_lock/{threads}"),
+            ));
         }
         group.finish();
         print_ratios(&results, group_name, &pairs);

@@ -5,9 +5,10 @@
 //!   behaviour under Stacked and Tree Borrows; a function argument's reference is protected for
 //!   the whole call): owned objects are freed through the raw pointer `Box::into_raw` gave
 //!   (`NonNull` owners such as the bucket engine's `OwnedHost`);
-//! - C's contracts stay here, out of `core`: its item store has no `unsafe` (the host's
-//!   fill-in-place of an allocated value is `ffi`'s `HostBytes`), and a bucket connection holds
-//!   no raw pointer (the engines' per-connection C word is `ffi`'s);
+//! - C's contracts stay here, out of `core`: its item store has `unsafe` in one module only,
+//!   the one that owns the raw segment memory (`core/src/store/seg/memory.rs`: the mappings,
+//!   accessed only atomically from Rust), and a bucket connection holds no raw pointer (the
+//!   engines' per-connection C word is `ffi`'s);
 //! - no source of the workspace includes another crate's file with `#[path]`: what test
 //!   crates share is the crate `mcb-testkit`.
 //!
@@ -64,16 +65,29 @@ fn the_check_sees_the_shape_it_forbids() {
 }
 
 #[test]
-fn the_item_store_has_no_unsafe() {
+fn the_item_store_has_unsafe_only_in_its_memory_module() {
+    let memory = here("../core/src/store/seg/memory.rs");
     let files = rust_files(&here("../core/src/store"));
-    assert!(files.len() >= 2, "the store's sources were not found");
+    assert!(
+        files.len() >= 2 && files.contains(&memory),
+        "the store's sources were not found"
+    );
     for file in files {
         let text = fs::read_to_string(&file).expect("read a source file");
-        assert!(
-            !text.contains("unsafe"),
-            "{} uses unsafe: raw-pointer contracts belong in ffi",
-            file.display()
-        );
+        let unsafe_code = strip_comments_and_literals(&text).contains("unsafe");
+        if file == memory {
+            assert!(
+                unsafe_code,
+                "the rule no longer sees the memory module's unsafe code"
+            );
+        } else {
+            assert!(
+                !unsafe_code,
+                "{} uses unsafe: only core/src/store/seg/memory.rs owns raw memory; \
+                 raw-pointer contracts with C belong in ffi",
+                file.display()
+            );
+        }
     }
 }
 

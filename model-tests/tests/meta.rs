@@ -4,38 +4,58 @@
 
 #![cfg(mcb_loom)]
 
-use mcb_core::store::Item;
+use mcb_core::store::{Config, ManualClock, Store, StoreOp};
 use mcb_core::sync::atomic::{AtomicUsize, Ordering};
 use mcb_core::sync::mutant::Mutant;
 use mcb_core::sync::{thread, Arc};
 use mcb_model_tests::{caught, check};
 
-/// Three clients fetch one stale item at once and each asks for the token (`Item::take_token`,
-/// what `Store::meta_get` calls for a stale item): exactly one wins (W), the others are told
-/// someone did (Z), and a later fetch in the same period loses too. (The item alone: the
-/// store's L2 under three threads exceeds loom's branch bound; `meta_get` takes the token on
-/// the item it found, so the rule is the item's.)
+/// A store small enough for a model: a few 64-byte segments.
+fn tiny_store() -> Store {
+    let config = Config {
+        cache_size: 512,
+        item_size_max: 64,
+        segment_size: 64,
+        lanes: 1,
+        ..Config::default()
+    };
+    Store::new(config, Box::new(ManualClock::new(1))).expect("a tiny store")
+}
+
+/// Three clients fetch one stale item at once and each asks for the token (`take_token`, what
+/// `Store::meta_get` calls for a stale item): exactly one wins (W), the others are told someone
+/// did (Z), and a later fetch in the same period loses too. (The item alone, held as the C
+/// boundary holds it, by token: the whole meta get under three threads exceeds loom's branch
+/// bound; `meta_get` takes the token on the item it found, so the rule is the item's.)
 fn one_winner_per_stale_period() {
-    let item = Arc::new(Item::<Box<[u8]>>::new(b"k", b"v", 0, 0));
+    let store = Arc::new(tiny_store());
+    let item = store.item(b"k", b"v", 0, 0).expect("item");
+    store.store(&item, StoreOp::Set).expect("stored");
+    drop(item);
+    let token = store.into_token(store.get(b"k").expect("stored"));
     let winners = Arc::new(AtomicUsize::new(0));
-    let fetch = |item: Arc<Item>, winners: Arc<AtomicUsize>| {
+    let fetch = |store: Arc<Store>, winners: Arc<AtomicUsize>| {
         move || {
-            if item.take_token() {
+            if store.with_token(token, |item| item.take_token()) {
                 // Relaxed: read after every thread joined.
                 winners.fetch_add(1, Ordering::Relaxed);
             }
         }
     };
-    let a = thread::spawn(fetch(item.clone(), winners.clone()));
-    let b = thread::spawn(fetch(item.clone(), winners.clone()));
-    fetch(item.clone(), winners.clone())();
+    let a = thread::spawn(fetch(store.clone(), winners.clone()));
+    let b = thread::spawn(fetch(store.clone(), winners.clone()));
+    fetch(store.clone(), winners.clone())();
     a.join().expect("fetch a");
     b.join().expect("fetch b");
     // Relaxed: every writer joined.
     let won = winners.load(Ordering::Relaxed);
     assert!(won <= 1, "two winners in one stale period");
     assert_eq!(won, 1, "nobody won the token");
-    assert!(!item.take_token(), "a winner after the period was won");
+    assert!(
+        !store.with_token(token, |item| item.take_token()),
+        "a winner after the period was won"
+    );
+    store.release_token(token);
 }
 
 #[test]

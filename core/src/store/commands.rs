@@ -5,17 +5,16 @@
 use super::clock::Clock;
 use super::config::{Config, KEY_MAX, PAGE_SIZE};
 use super::error::Error;
-use super::item::{Bytes, Item, ItemRef, RelTime, ITEM_OVERHEAD};
+use super::item::{Hold, ItemRef, RelTime, ITEM_OVERHEAD};
+use super::seg::{
+    Engine, Hash, Item, Locked, Plan, Pos, Shape, Short, Unpublished, ACCESS_SHIFT, BUCKET_BYTES,
+};
 use super::stats::{Counter, Counters, Stats};
+use super::token::Blocks;
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use crate::sync::PayloadArc;
-use crate::tiers::{Change, Entry, L2};
+use crate::sync::epoch::Pinned;
+use crate::sync::Mutex;
 use std::fmt;
-
-/// What L2 charges per entry beyond the item's own size (its node and key copy), bounded.
-const ENTRY_SLACK: usize = 1024 + KEY_MAX;
-/// The one namespace of a store's own L2.
-const NS: u32 = 0;
 
 /// How [`Store::store`] stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,73 +33,127 @@ pub enum StoreOp {
     Cas,
 }
 
-/// What a key holds, as memcached sees it.
-pub(super) enum Current<'e, B: Bytes> {
+/// What a key holds under its locks, as memcached sees it.
+pub(super) enum Found<'l> {
     Absent,
-    /// Expired or flushed, still in L2.
-    Dead,
-    Live(&'e ItemRef<B>),
+    /// Expired, still linked.
+    Dead(Pos, Item<'l>),
+    Live(Pos, Item<'l>),
 }
 
-/// memcached items over an L2 store, their bytes kept in a `B` (see [`Bytes`]).
-pub struct Store<B: Bytes = Box<[u8]>> {
-    l2: L2<Item<B>>,
+impl<'l> Found<'l> {
+    /// The slot and item to replace, live or dead.
+    fn slot(&self) -> Option<(Pos, &Item<'l>)> {
+        match self {
+            Found::Absent => None,
+            Found::Dead(pos, item) | Found::Live(pos, item) => Some((*pos, item)),
+        }
+    }
+
+    pub(super) fn live(&self) -> Option<&Item<'l>> {
+        match self {
+            Found::Live(_, item) => Some(item),
+            _ => None,
+        }
+    }
+}
+
+/// How a reservation that finds no room in the segments goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Waits for room (grace periods included), then takes memory of its own (`allocate`).
+    Detach,
+    /// Waits for room, then fails.
+    Patient,
+    /// Fails soon: the caller holds an item.
+    Brief,
+}
+
+/// A pinned thread: items it reads stay readable until it drops, without a counted hold
+/// ([`Store::get_pinned`]). A host pins once per turn of its event loop.
+pub struct Pin<'s> {
+    _store: &'s Store,
+    guard: Pinned,
+}
+
+impl fmt::Debug for Pin<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Pin")
+    }
+}
+
+/// memcached items in segments (see the module docs of [`crate::store`]).
+pub struct Store {
+    pub(super) engine: Engine,
     config: Config,
     clock: Box<dyn Clock>,
-    /// The last sequence number handed out (CAS values, when `use_cas`).
-    seq: AtomicU64,
-    /// Items with a sequence number up to this one were flushed.
-    flushed_seq: AtomicU64,
     /// A delayed flush: from this time on, items stored before it are gone (0: none).
     flush_at: AtomicU32,
+    /// Held by the one thread that carries a delayed flush out.
+    flushing: Mutex<()>,
     pub(super) counters: Counters,
-    /// L2's eviction count at the last stats reset.
+    /// The engine's eviction counts at the last stats reset.
     evictions_base: AtomicU64,
+    expired_base: AtomicU64,
+    /// Items in memory of their own that the C boundary holds as tokens.
+    pub(super) blocks: Blocks,
 }
 
-impl<B: Bytes> fmt::Debug for Store<B> {
+impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Store")
             .field("config", &self.config)
+            .field("engine", &self.engine)
             .finish_non_exhaustive()
     }
 }
 
 impl Store {
-    /// A store with `config`, reading the time from `clock`, its items' bytes in `Box<[u8]>`s.
+    /// A store with `config`, reading the time from `clock`.
     pub fn new(config: Config, clock: Box<dyn Clock>) -> Result<Self, Error> {
-        Self::with_bytes(config, clock)
-    }
-}
-
-impl<B: Bytes> Store<B> {
-    /// A store with `config`, reading the time from `clock`, its items' bytes in `B`s.
-    pub fn with_bytes(config: Config, clock: Box<dyn Clock>) -> Result<Self, Error> {
-        if config.item_size_max < 1024 || config.item_size_max > 128 * PAGE_SIZE {
+        // A store with a segment size of its own (tests, models) may be tiny.
+        let (least_item, least_index) = match config.segment_size {
+            0 => (1024, 64 * BUCKET_BYTES),
+            _ => (64, BUCKET_BYTES),
+        };
+        if config.item_size_max < least_item || config.item_size_max > 128 * PAGE_SIZE {
             return Err(Error::InvalidConfig(
                 "item_size_max must be between 1 KiB and 128 MiB",
             ));
         }
-        // One page at least, and each shard large enough for the largest item.
-        let page = config.item_size_max.max(PAGE_SIZE) + ENTRY_SLACK;
-        let capacity = config.cache_size.max(page);
-        let wanted = match config.shards {
-            0 => (crate::sync::cpu_count() * 4).next_power_of_two(),
+        let seg_size = match config.segment_size {
+            0 => PAGE_SIZE,
             n => n,
         };
-        let shards = wanted.min(capacity / page).max(1);
-        let l2 = L2::with_shards(capacity, shards)
-            .map_err(|_| Error::InvalidConfig("cache_size"))?
-            .weigh_with(Item::<B>::size);
+        // One segment and a small index at least, and room for the largest item.
+        let capacity = config
+            .cache_size
+            .max(seg_size.max(config.item_size_max) + least_index);
+        let lanes = match config.lanes {
+            0 => (crate::sync::cpu_count() * 2)
+                .next_power_of_two()
+                .min(capacity / seg_size / 8)
+                .max(1),
+            n => n,
+        };
+        let engine = Engine::new(Plan {
+            capacity,
+            seg_size,
+            lanes,
+            use_cas: config.use_cas,
+            eviction: config.eviction,
+        })
+        .map_err(Error::InvalidConfig)?;
         Ok(Self {
-            l2,
+            engine,
             config,
             clock,
-            seq: AtomicU64::new(0),
-            flushed_seq: AtomicU64::new(0),
             flush_at: AtomicU32::new(0),
+            flushing: Mutex::new(()),
             counters: Counters::new(),
             evictions_base: AtomicU64::new(0),
+            expired_base: AtomicU64::new(0),
+            blocks: Blocks::default(),
         })
     }
 
@@ -110,21 +163,45 @@ impl<B: Bytes> Store<B> {
     }
 
     /// The current time on the store's clock.
+    #[inline]
     pub fn now(&self) -> RelTime {
         self.clock.now()
     }
 
-    /// A new item of `nbytes` value bytes for the caller to fill and [`Store::store`]
-    /// (memcached's `allocate`).
+    /// Pins the calling thread (see [`Pin`]).
+    pub fn pin(&self) -> Pin<'_> {
+        Pin {
+            _store: self,
+            guard: self.engine.pin(),
+        }
+    }
+
+    pub(super) fn check(&self, klen: usize, nbytes: usize) -> Result<(), Error> {
+        if klen == 0 || klen > KEY_MAX {
+            return Err(Error::BadKey);
+        }
+        if klen.saturating_add(nbytes).saturating_add(ITEM_OVERHEAD) > self.config.item_size_max {
+            return Err(Error::TooBig);
+        }
+        Ok(())
+    }
+
+    /// A new item of `nbytes` zeroed value bytes for the caller to fill and [`Store::store`]
+    /// (memcached's `allocate`). When no segment has room now (full with eviction off, or
+    /// every segment held), it lies in memory of its own and is copied in when stored.
     pub fn allocate(
         &self,
         key: &[u8],
         nbytes: usize,
         flags: u32,
         exptime: RelTime,
-    ) -> Result<ItemRef<B>, Error> {
-        self.check(key, nbytes)?;
-        Ok(PayloadArc::new(Item::zeroed(key, nbytes, flags, exptime)))
+    ) -> Result<ItemRef<'_>, Error> {
+        let item = self.fresh(key, nbytes, flags, exptime, Mode::Detach)?;
+        // Segment memory holds what was there before; a detached block starts zeroed.
+        if item.item.loc().is_some() {
+            item.item.zero_value();
+        }
+        Ok(item)
     }
 
     /// A new item holding `value`, ready to store.
@@ -134,65 +211,106 @@ impl<B: Bytes> Store<B> {
         value: &[u8],
         flags: u32,
         exptime: RelTime,
-    ) -> Result<ItemRef<B>, Error> {
-        self.check(key, value.len())?;
-        Ok(PayloadArc::new(Item::new(key, value, flags, exptime)))
+    ) -> Result<ItemRef<'_>, Error> {
+        let item = self.fresh(key, value.len(), flags, exptime, Mode::Detach)?;
+        item.item.write_value(0, value);
+        Ok(item)
     }
 
-    pub(super) fn check(&self, key: &[u8], nbytes: usize) -> Result<(), Error> {
-        if key.is_empty() || key.len() > KEY_MAX {
-            return Err(Error::BadKey);
-        }
-        if key
-            .len()
-            .saturating_add(nbytes)
-            .saturating_add(ITEM_OVERHEAD)
-            > self.config.item_size_max
+    /// A reserved item (header and key written).
+    pub(super) fn fresh(
+        &self,
+        key: &[u8],
+        nbytes: usize,
+        flags: u32,
+        exptime: RelTime,
+        mode: Mode,
+    ) -> Result<ItemRef<'_>, Error> {
+        self.check(key.len(), nbytes)?;
+        let shape = Shape::new(key.len(), nbytes, self.config.use_cas, exptime, flags);
+        self.reserve(shape, key, exptime, flags, mode)
+    }
+
+    pub(super) fn reserve(
+        &self,
+        shape: Shape,
+        key: &[u8],
+        exptime: RelTime,
+        flags: u32,
+        mode: Mode,
+    ) -> Result<ItemRef<'_>, Error> {
+        let patient = mode != Mode::Brief;
+        let item = match self
+            .engine
+            .reserve(shape, key, exptime, flags, self.now(), patient)
         {
-            return Err(Error::TooBig);
+            Ok(item) => item,
+            Err(_) if mode == Mode::Detach => self
+                .engine
+                .detached(shape, key, exptime, flags)
+                .ok_or(Error::NoMemory)?,
+            Err(Short::NoMemory | Short::Busy) => return Err(Error::NoMemory),
+        };
+        Ok(ItemRef {
+            store: self,
+            item,
+            hold: Hold::Writer,
+        })
+    }
+
+    /// A copy of `source`'s item into a fresh reservation (CAS word wide when `wide`).
+    fn copy_of(&self, source: &Item<'_>, wide: bool) -> Result<ItemRef<'_>, Error> {
+        let shape = Shape {
+            wide: wide && self.config.use_cas,
+            ..source.shape()
+        };
+        let mut key = [0; 256];
+        let n = source.key_into(&mut key);
+        let copy = self.reserve(
+            shape,
+            &key[..n],
+            source.exptime(),
+            source.flags(),
+            Mode::Patient,
+        )?;
+        copy.item.copy_value(0, source, 0, shape.vlen());
+        Ok(copy)
+    }
+
+    /// The meta word of an item stored at `now` with the meta commands' `bits`.
+    pub(super) fn meta_word(now: RelTime, bits: u32) -> u32 {
+        bits | now << ACCESS_SHIFT
+    }
+
+    #[inline]
+    pub(super) fn is_live(&self, item: &Item<'_>, now: RelTime) -> bool {
+        let exptime = item.exptime();
+        exptime == 0 || exptime > now
+    }
+
+    /// What `key` holds under `locked`.
+    pub(super) fn found<'l>(&'l self, locked: &Locked<'l>, key: &[u8], now: RelTime) -> Found<'l> {
+        match self.engine.current(locked, key) {
+            None => Found::Absent,
+            Some((pos, _, item)) if self.is_live(&item, now) => Found::Live(pos, item),
+            Some((pos, _, item)) => Found::Dead(pos, item),
         }
-        Ok(())
+    }
+
+    /// Takes back a dead item's slot (after a failed write found it).
+    fn take_back_found(&self, locked: &Locked<'_>, found: &Found<'_>) {
+        if let Found::Dead(pos, item) = found {
+            self.engine.unlink(locked, *pos, item);
+            self.counters.add(Counter::Reclaimed, 1);
+        }
     }
 
     /// Stores `item` by `op` and returns its new CAS. For [`StoreOp::Cas`], and for append and
-    /// prepend when it is not 0, the item's CAS (see [`Item::set_cas`]) must match the present
-    /// one.
-    pub fn store(&self, item: &ItemRef<B>, op: StoreOp) -> Result<u64, Error> {
+    /// prepend when it is not 0, the item's CAS (see [`ItemRef::set_cas`]) must match the
+    /// present one.
+    pub fn store(&self, item: &ItemRef<'_>, op: StoreOp) -> Result<u64, Error> {
         self.counters.add(Counter::CmdSet, 1);
-        self.check(item.key(), item.value().len())?;
-        let now = self.now();
-        let expected = item.cas();
-        let result = self.write(item.key(), now, |current| {
-            let live = match current {
-                Current::Live(old) => Some(old),
-                Current::Absent | Current::Dead => None,
-            };
-            match (op, live) {
-                (StoreOp::Add, Some(_)) => Err(Error::NotStored),
-                (StoreOp::Replace | StoreOp::Append | StoreOp::Prepend, None) => {
-                    Err(Error::NotStored)
-                }
-                (StoreOp::Cas, None) => Err(Error::NotFound),
-                (StoreOp::Cas, Some(old)) if old.cas() != expected => Err(Error::Exists),
-                (StoreOp::Append | StoreOp::Prepend, Some(old))
-                    if expected != 0 && old.cas() != expected =>
-                {
-                    Err(Error::Exists)
-                }
-                (StoreOp::Append | StoreOp::Prepend, Some(old)) => {
-                    let (head, tail) = if op == StoreOp::Append {
-                        (old.value(), item.value())
-                    } else {
-                        (item.value(), old.value())
-                    };
-                    self.check(item.key(), head.len() + tail.len())?;
-                    let joined = Item::joined(item.key(), head, tail, old.flags(), old.exptime());
-                    Ok(PayloadArc::new(joined))
-                }
-                _ => Ok(item.clone()),
-            }
-            .map(|new| self.stamp(new, now))
-        });
+        let result = self.store_op(item, op, 0);
         let counter = match (&result, op) {
             (Ok(_), StoreOp::Cas) => Some(Counter::CasHits),
             (Err(Error::NotFound), StoreOp::Cas) => Some(Counter::CasMisses),
@@ -202,86 +320,242 @@ impl<B: Bytes> Store<B> {
         if let Some(counter) = counter {
             self.counters.add(counter, 1);
         }
-        result.map(|new| new.cas())
+        result
     }
 
-    /// Runs `decide` on what `key` holds at `now`, under its shard lock: `Ok(item)` stores that
-    /// item (stamped), an error leaves the key alone (and takes back a dead item's memory).
-    pub(super) fn write(
+    /// [`Store::store`] with the meta commands' `bits` for the stored item's meta word.
+    pub(super) fn store_op(
         &self,
-        key: &[u8],
-        now: RelTime,
-        decide: impl FnOnce(Current<'_, B>) -> Result<ItemRef<B>, Error>,
-    ) -> Result<ItemRef<B>, Error> {
-        let tries = if self.config.eviction { u32::MAX } else { 0 };
-        let mut dead = false;
-        let result = self.l2.update(NS, key, tries, |old| {
-            let current = self.current(old, now);
-            dead = matches!(current, Current::Dead);
-            match decide(current) {
-                Ok(new) => (Change::Put(entry(new.clone())), Ok(new)),
-                Err(e) if dead => (Change::Remove, Err(e)),
-                Err(e) => (Change::Keep, Err(e)),
+        item: &ItemRef<'_>,
+        op: StoreOp,
+        bits: u32,
+    ) -> Result<u64, Error> {
+        self.check(item.key_len(), item.value_len())?;
+        let now = self.now();
+        self.settle_flush(now);
+        let mut buf = [0; 256];
+        let n = item.item.key_into(&mut buf);
+        let key = &buf[..n];
+        let hash = self.engine.hash(key);
+        let expected = item.cas();
+        if matches!(op, StoreOp::Append | StoreOp::Prepend) {
+            return self
+                .rewrite(key, hash, now, false, |current| {
+                    let Some(old) = current else {
+                        return Err(Error::NotStored);
+                    };
+                    if expected != 0 && old.cas() != expected {
+                        return Err(Error::Exists);
+                    }
+                    let (head, tail) = if op == StoreOp::Append {
+                        (&old.item, &item.item)
+                    } else {
+                        (&item.item, &old.item)
+                    };
+                    let (h, t) = (head.shape().vlen(), tail.shape().vlen());
+                    let new = self.fresh(key, h + t, old.flags(), old.exptime(), Mode::Brief)?;
+                    new.item.copy_value(0, head, 0, h);
+                    new.item.copy_value(h, tail, 0, t);
+                    Ok((new, Self::meta_word(now, 0)))
+                })
+                .map(|(cas, _)| cas);
+        }
+        self.store_whole(item, key, hash, now, |found| {
+            match (op, found.live()) {
+                (StoreOp::Add, Some(_)) => Err(Error::NotStored),
+                (StoreOp::Replace, None) => Err(Error::NotStored),
+                (StoreOp::Cas, None) => Err(Error::NotFound),
+                (StoreOp::Cas, Some(old)) if self.engine.cas_of(old) != expected => {
+                    Err(Error::Exists)
+                }
+                _ => Ok(()),
             }
-        });
-        if dead {
+            .map(|()| Self::meta_word(now, bits))
+        })
+    }
+
+    /// Links `item` for `key` if `decide` accepts what the key holds (returning the stored
+    /// item's meta word), in place when it is an allocation not stored yet, else by a copy.
+    pub(super) fn store_whole(
+        &self,
+        item: &ItemRef<'_>,
+        key: &[u8],
+        hash: Hash,
+        now: RelTime,
+        mut decide: impl FnMut(&Found<'_>) -> Result<u32, Error>,
+    ) -> Result<u64, Error> {
+        self.settle_flush(now);
+        let in_place =
+            item.hold == Hold::Writer && item.item.loc().is_some() && !item.item.published();
+        let mut copy = if in_place {
+            None
+        } else {
+            Some(self.copy_of(&item.item, false)?)
+        };
+        loop {
+            let target = copy.as_ref().map_or(&item.item, |c| &c.item);
+            let locked = self.engine.lock(hash);
+            let found = self.found(&locked, key, now);
+            let meta = match decide(&found) {
+                Ok(meta) => meta,
+                Err(e) => {
+                    self.take_back_found(&locked, &found);
+                    return Err(e);
+                }
+            };
+            match self
+                .engine
+                .publish(&locked, found.slot(), target, meta, None)
+            {
+                Ok((cas, grow)) => {
+                    drop(locked);
+                    self.stored(&found, grow, now);
+                    return Ok(cas);
+                }
+                Err(Unpublished::Wide) => {
+                    drop(locked);
+                    copy = Some(self.copy_of(&item.item, true)?);
+                }
+                Err(Unpublished::IndexFull) => return Err(Error::NoMemory),
+            }
+        }
+    }
+
+    /// After a store: counts it (and a dead item it replaced), doubles the index if asked.
+    fn stored(&self, found: &Found<'_>, grow: bool, now: RelTime) {
+        if matches!(found, Found::Dead(..)) {
             self.counters.add(Counter::Reclaimed, 1);
         }
-        match result {
-            Ok(Ok(new)) => {
-                self.counters.add(Counter::TotalItems, 1);
-                Ok(new)
+        self.counters.add(Counter::TotalItems, 1);
+        if grow {
+            self.engine.grow(now);
+        }
+    }
+
+    /// Replaces `key`'s item by one `make` builds from the live one (held while `make` reads
+    /// it; `None` if absent or expired), with the meta word `make` returns, once the key still
+    /// holds the item `make` saw; retries when another write came between. The new item gets a
+    /// new CAS, or keeps the old one's with `keep_cas` (touch: `make` then reserves it wide).
+    /// Returns the new item's CAS and the item. `make` reserves with [`Mode::Brief`]: it holds
+    /// an item, which may keep the segment a patient reservation would wait for.
+    pub(super) fn rewrite<'s>(
+        &'s self,
+        key: &[u8],
+        hash: Hash,
+        now: RelTime,
+        keep_cas: bool,
+        mut make: impl FnMut(Option<&ItemRef<'s>>) -> Result<(ItemRef<'s>, u32), Error>,
+    ) -> Result<(u64, ItemRef<'s>), Error> {
+        self.settle_flush(now);
+        let mut short = 0;
+        loop {
+            let current = self.get_held(key, hash, now);
+            let (new, meta) = match make(current.as_ref()) {
+                Ok(made) => made,
+                Err(Error::NoMemory) if short < 3 => {
+                    // Let go of what we hold, so that its segment can be reused, and retry.
+                    drop(current);
+                    short += 1;
+                    self.engine.drive();
+                    continue;
+                }
+                Err(e) => {
+                    drop(current);
+                    self.take_back(key, hash, now);
+                    return Err(e);
+                }
+            };
+            let locked = self.engine.lock(hash);
+            let found = self.found(&locked, key, now);
+            let same = match (&current, found.live()) {
+                (Some(seen), Some(live)) => seen.item.loc() == live.loc(),
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                continue;
             }
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(Error::NoMemory),
+            let cas = keep_cas
+                .then(|| current.as_ref().map(ItemRef::cas))
+                .flatten();
+            match self
+                .engine
+                .publish(&locked, found.slot(), &new.item, meta, cas)
+            {
+                Ok((cas, grow)) => {
+                    drop(locked);
+                    self.stored(&found, grow, now);
+                    return Ok((cas, new));
+                }
+                // Its segment is too old for a CAS word: the next try reserves anew.
+                Err(Unpublished::Wide) => continue,
+                Err(Unpublished::IndexFull) => return Err(Error::NoMemory),
+            }
         }
     }
 
-    /// Gives a new item its sequence number (and CAS) and store time, before it is published.
-    pub(super) fn stamp(&self, item: ItemRef<B>, now: RelTime) -> ItemRef<B> {
-        // Relaxed: only uniqueness and order per key matter, and writers of one key run this
-        // under its shard lock; the number itself publishes nothing.
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        item.set_cas(if self.config.use_cas { seq } else { 0 });
-        item.set_seq(seq);
-        item.set_stored_at(now);
-        item
+    /// `key`'s live item with a counted hold, or `None`.
+    fn get_held(&self, key: &[u8], hash: Hash, now: RelTime) -> Option<ItemRef<'_>> {
+        let pin = self.engine.pin();
+        let (item, _) = self.engine.find(&pin, hash, key)?;
+        if !self.is_live(&item, now) {
+            return None;
+        }
+        self.engine.hold(&item);
+        Some(ItemRef {
+            store: self,
+            item,
+            hold: Hold::Counted,
+        })
     }
 
-    fn current<'e>(&self, old: Option<&'e Entry<Item<B>>>, now: RelTime) -> Current<'e, B> {
-        match old.and_then(|e| e.value.as_ref()) {
-            None => Current::Absent,
-            Some(item) if self.is_live(item, now) => Current::Live(item),
-            Some(_) => Current::Dead,
-        }
+    /// Takes back `key`'s item if it is dead.
+    fn take_back(&self, key: &[u8], hash: Hash, now: RelTime) {
+        let locked = self.engine.lock(hash);
+        let found = self.found(&locked, key, now);
+        self.take_back_found(&locked, &found);
     }
 
-    fn is_live(&self, item: &Item<B>, now: RelTime) -> bool {
-        let exptime = item.exptime();
-        if exptime != 0 && exptime <= now {
-            return false;
-        }
-        // Relaxed (both): a flush publishes no data; a read that races it answers as if it
-        // came just before.
-        if item.seq() <= self.flushed_seq.load(Ordering::Relaxed) {
-            return false;
-        }
-        let flush_at = self.flush_at.load(Ordering::Relaxed);
-        !(flush_at != 0 && flush_at <= now && item.stored_at() < flush_at)
+    /// The live item of `key` (memcached's `get`), with a counted hold on its segment. A get
+    /// that finds a live item (or none) takes no lock and allocates nothing; one that finds an
+    /// expired one takes its key's locks once, to take it back.
+    pub fn get(&self, key: &[u8]) -> Option<ItemRef<'_>> {
+        let pin = self.engine.pin();
+        let found = self.find_live(&pin, key);
+        found.map(|item| {
+            self.engine.hold(&item);
+            ItemRef {
+                store: self,
+                item,
+                hold: Hold::Counted,
+            }
+        })
     }
 
-    /// The live item of `key` (memcached's `get`). Finding a live item (or none) takes no lock
-    /// and allocates nothing; finding an expired or flushed one takes its key's shard lock once,
-    /// to take the memory back.
-    pub fn get(&self, key: &[u8]) -> Option<ItemRef<B>> {
-        let found = self.l2.read(NS, key, |entry| entry.value.clone()).flatten();
-        match found {
-            Some(item) if self.is_live(&item, self.now()) => {
+    /// The live item of `key`, readable while `pin` lives: nothing counted, nothing written
+    /// but a clear frequency bit (and, as memcached, a minute-old access time).
+    #[inline]
+    pub fn get_pinned<'p>(&'p self, pin: &'p Pin<'_>, key: &[u8]) -> Option<ItemRef<'p>> {
+        self.find_live(&pin.guard, key).map(|item| ItemRef {
+            store: self,
+            item,
+            hold: Hold::Pinned,
+        })
+    }
+
+    #[inline]
+    fn find_live(&self, pin: &Pinned, key: &[u8]) -> Option<Item<'_>> {
+        let now = self.now();
+        self.settle_flush(now);
+        let hash = self.engine.hash(key);
+        match self.engine.find(pin, hash, key) {
+            Some((item, hit)) if self.is_live(&item, now) => {
+                self.engine.mark_seen(&hit);
                 self.counters.add(Counter::GetHits, 1);
                 Some(item)
             }
-            Some(item) => {
-                self.take_back(key, &item);
+            Some(_) => {
+                self.take_back(key, hash, now);
                 self.counters.add(Counter::GetMisses, 1);
                 None
             }
@@ -292,38 +566,23 @@ impl<B: Bytes> Store<B> {
         }
     }
 
-    /// Removes a dead `item` of `key`, if the key still holds it.
-    fn take_back(&self, key: &[u8], item: &ItemRef<B>) {
-        let removed = self
-            .l2
-            .update(NS, key, 0, |old| match old.and_then(|e| e.value.as_ref()) {
-                Some(held) if PayloadArc::ptr_eq(held, item) => (Change::Remove, true),
-                _ => (Change::Keep, false),
-            });
-        if removed == Ok(true) {
-            self.counters.add(Counter::Reclaimed, 1);
-        }
-    }
-
     /// Removes `key` if its CAS is `cas` (0: any).
     pub fn remove(&self, key: &[u8], cas: u64) -> Result<(), Error> {
         let now = self.now();
-        let mut dead = false;
-        let result = self
-            .l2
-            .update(NS, key, 0, |old| match self.current(old, now) {
-                Current::Live(item) if cas == 0 || item.cas() == cas => (Change::Remove, Ok(())),
-                Current::Live(_) => (Change::Keep, Err(Error::Exists)),
-                Current::Dead => {
-                    dead = true;
-                    (Change::Remove, Err(Error::NotFound))
-                }
-                Current::Absent => (Change::Keep, Err(Error::NotFound)),
-            });
-        if dead {
-            self.counters.add(Counter::Reclaimed, 1);
-        }
-        let result = result.unwrap_or(Err(Error::NotFound));
+        self.settle_flush(now);
+        let hash = self.engine.hash(key);
+        let locked = self.engine.lock(hash);
+        let found = self.found(&locked, key, now);
+        let result = match &found {
+            Found::Live(pos, item) if cas == 0 || self.engine.cas_of(item) == cas => {
+                self.engine.unlink(&locked, *pos, item);
+                Ok(())
+            }
+            Found::Live(..) => Err(Error::Exists),
+            Found::Dead(..) | Found::Absent => Err(Error::NotFound),
+        };
+        self.take_back_found(&locked, &found);
+        drop(locked);
         self.counters.add(
             if result.is_ok() {
                 Counter::DeleteHits
@@ -336,27 +595,9 @@ impl<B: Bytes> Store<B> {
     }
 
     /// Sets the expiry of `key`'s live item and returns it (memcached's touch; get-and-touch
-    /// reads the returned item).
-    pub fn touch(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef<B>> {
-        let now = self.now();
-        let mut dead = false;
-        let result = self
-            .l2
-            .update(NS, key, 0, |old| match self.current(old, now) {
-                Current::Live(item) => {
-                    item.set_exptime(exptime);
-                    (Change::Keep, Some(item.clone()))
-                }
-                Current::Dead => {
-                    dead = true;
-                    (Change::Remove, None)
-                }
-                Current::Absent => (Change::Keep, None),
-            });
-        if dead {
-            self.counters.add(Counter::Reclaimed, 1);
-        }
-        let item = result.ok().flatten();
+    /// reads the returned item). An item stored without an expiry is rewritten to get one.
+    pub fn touch(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef<'_>> {
+        let item = self.touch_item(key, exptime);
         self.counters.add(
             if item.is_some() {
                 Counter::TouchHits
@@ -368,32 +609,95 @@ impl<B: Bytes> Store<B> {
         item
     }
 
+    fn touch_item(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef<'_>> {
+        let now = self.now();
+        self.settle_flush(now);
+        let hash = self.engine.hash(key);
+        {
+            let locked = self.engine.lock(hash);
+            let found = self.found(&locked, key, now);
+            let Found::Live(_, item) = &found else {
+                self.take_back_found(&locked, &found);
+                return None;
+            };
+            if item.set_exptime(exptime) {
+                self.engine.note_expiry(item, exptime);
+                // Linked under the locks, so its segment cannot be reused before the hold counts.
+                self.engine.hold(item);
+                return Some(ItemRef {
+                    store: self,
+                    item: item.clone(),
+                    hold: Hold::Counted,
+                });
+            }
+        }
+        // No expiry word: a copy with one.
+        self.rewrite(key, hash, now, true, |current| {
+            let old = current.ok_or(Error::NotFound)?;
+            // The CAS stays (as memcached's touch keeps it): whole, since it is older than the
+            // new segment's base.
+            let shape = Shape {
+                wide: self.config.use_cas,
+                ..Shape::new(
+                    old.key_len(),
+                    old.value_len(),
+                    self.config.use_cas,
+                    exptime,
+                    old.flags(),
+                )
+            };
+            let new = self.reserve(shape, key, exptime, old.flags(), Mode::Brief)?;
+            new.item.copy_value(0, &old.item, 0, shape.vlen());
+            // Relaxed: the meta state carries over (a racing note of a read may be lost).
+            Ok((new, old.item.meta().load(Ordering::Relaxed)))
+        })
+        .ok()
+        .map(|(_, item)| item)
+    }
+
     /// Hides every item stored before now (`when` 0 or not in the future) or, from time
     /// `when` on, every item stored before `when`. A flush replaces a pending delayed one.
     pub fn flush(&self, when: RelTime) {
         self.counters.add(Counter::CmdFlush, 1);
-        if when != 0 && when > self.now() {
-            // Relaxed: see `is_live`.
-            self.flush_at.store(when, Ordering::Relaxed);
+        let now = self.now();
+        // A delayed flush whose time came has taken effect: a new one does not undo it.
+        self.settle_flush(now);
+        if when != 0 && when > now {
+            // Release: pairs with `settle_flush`'s Acquire load.
+            self.flush_at.store(when, Ordering::Release);
             return;
         }
-        // Relaxed (all three): see `is_live` and `stamp`.
+        let _one = self.flushing.lock();
+        // Relaxed: under the flush lock; a pending delayed flush is replaced.
         self.flush_at.store(0, Ordering::Relaxed);
-        self.flushed_seq
-            .store(self.seq.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.l2.purge(NS, None);
+        self.engine.sweep(|_| true);
     }
 
-    /// Takes back every expired or flushed item now (memcached's SCRUB), instead of when next
-    /// touched; returns how many went. Readers holding one keep it until they let go.
+    /// Carries out a delayed flush whose time came, before any operation at or after it
+    /// reads or writes.
+    #[inline]
+    fn settle_flush(&self, now: RelTime) {
+        // Acquire: pairs with the Release store that ends a flush: whoever reads 0 after it
+        // sees its sweep.
+        let at = self.flush_at.load(Ordering::Acquire);
+        if at == 0 || at > now {
+            return;
+        }
+        let _one = self.flushing.lock();
+        // Relaxed: under the flush lock.
+        if self.flush_at.load(Ordering::Relaxed) == at {
+            self.engine.sweep(|_| true);
+            // Release: see above.
+            self.flush_at.store(0, Ordering::Release);
+        }
+    }
+
+    /// Takes back every expired item now (memcached's SCRUB), instead of when next touched;
+    /// returns how many went. Readers holding one keep it until they let go.
     pub fn scrub(&self) -> u64 {
         let now = self.now();
-        let mut removed = 0;
-        self.l2.remove_where(|ns, entry| {
-            let dead = ns == NS && entry.value.as_ref().is_some_and(|i| !self.is_live(i, now));
-            removed += u64::from(dead);
-            dead
-        });
+        self.settle_flush(now);
+        let removed = self.engine.sweep(|item| !self.is_live(item, now));
         self.counters.add(Counter::Reclaimed, removed);
         removed
     }
@@ -401,17 +705,18 @@ impl<B: Bytes> Store<B> {
     /// The statistics now.
     pub fn stats(&self) -> Stats {
         let c = |counter| self.counters.get(counter);
+        let (items, bytes) = self.engine.totals();
+        let counts = self.engine.eviction_counts();
+        // Relaxed (both): a statistic's baseline; see `reset_stats`.
+        let evictions_base = self.evictions_base.load(Ordering::Relaxed);
+        let expired_base = self.expired_base.load(Ordering::Relaxed);
         Stats {
-            curr_items: self.l2.len() as u64,
+            curr_items: items,
             total_items: c(Counter::TotalItems),
-            bytes: self.l2.used_bytes() as u64,
+            bytes,
             engine_maxbytes: self.config.cache_size as u64,
-            // Relaxed: a statistic's baseline; see `reset_stats`.
-            evictions: self
-                .l2
-                .evictions()
-                .saturating_sub(self.evictions_base.load(Ordering::Relaxed)),
-            reclaimed: c(Counter::Reclaimed),
+            evictions: counts.evicted.saturating_sub(evictions_base),
+            reclaimed: c(Counter::Reclaimed) + counts.expired.saturating_sub(expired_base),
             // Each get counts once, as a hit or a miss.
             cmd_get: c(Counter::GetHits) + c(Counter::GetMisses),
             get_hits: c(Counter::GetHits),
@@ -436,24 +741,15 @@ impl<B: Bytes> Store<B> {
     /// `engine_maxbytes` describe the contents and stay.
     pub fn reset_stats(&self) {
         self.counters.reset();
-        // Relaxed: a statistic's baseline; nothing is published with it.
-        self.evictions_base
-            .store(self.l2.evictions(), Ordering::Relaxed);
+        let counts = self.engine.eviction_counts();
+        // Relaxed (both): a statistic's baseline; nothing is published with it.
+        self.evictions_base.store(counts.evicted, Ordering::Relaxed);
+        self.expired_base.store(counts.expired, Ordering::Relaxed);
     }
 
-    /// Frees the memory of removed items that readers may no longer hold: call at shutdown,
+    /// Runs what waits for grace periods as far as other threads allow: call at shutdown,
     /// when no other thread uses the store, so that a leak checker finds nothing left.
     pub fn reclaim(&self) {
-        self.l2.reclaim();
-    }
-}
-
-fn entry<B: Bytes>(item: ItemRef<B>) -> Entry<Item<B>> {
-    Entry {
-        value: Some(item),
-        stored_at: 0,
-        // Expiry is the store's own (memcached's rules), not L2's.
-        ttl: 0,
-        resurrected: false,
+        self.engine.reclaim();
     }
 }

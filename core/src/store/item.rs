@@ -1,190 +1,202 @@
-//! One memcached item: key, value bytes, flags, expiry and CAS, shared by reference count so
-//! that whoever holds an item (the host, between `get` and `release`) reads it safely after the
-//! store replaced, deleted, evicted or flushed it.
+//! An item as the store hands it out ([`ItemRef`]): a view of an item where it lies in its
+//! segment (or large object), and what keeps it readable there.
 //!
-//! The key and value bytes live in a [`Bytes`] of the caller's choice: plain `Box<[u8]>` by
-//! default. memcached's `allocate` hands its host an item whose value the host then fills in
-//! place through a pointer; that contract belongs to the C boundary, which brings a `Bytes` of
-//! its own that allows it (`ffi`'s storage engine), so nothing here writes through a shared
-//! item. Updates (append, incr...) make a new item. Expiry and CAS are atomics because `touch`
-//! and `item_set_cas` change them in place, as memcached's own items do.
+//! A held item stays readable after the store replaced, deleted, evicted or flushed it: a
+//! counted hold keeps its segment from reuse (`Store::get`, what a foreign host gets); a pinned
+//! one needs no count, the pin itself delays reuse (`Store::get_pinned`, within a turn of our
+//! host); an allocation holds its segment as a writer until it is let go, and the store may
+//! link it in place. The bytes are read by copying (every access to segment memory is
+//! atomic); the C boundary reads them through raw pointers instead ([`ItemRef::raw_parts`]).
 
-use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use crate::sync::PayloadArc;
+use super::meta::ACCESS_UPDATE;
+use super::seg::{Item, ACCESS_SHIFT, FETCHED, KEPT, MAX_HEADER, STALE, WON};
+use super::Store;
+use crate::sync::atomic::Ordering;
 use std::fmt;
 
 /// Seconds on the host's clock (memcached's `rel_time_t`); an expiry of 0 means never.
 pub type RelTime = u32;
 
-/// A shared item: what the store keeps and what `get` hands out.
-pub type ItemRef<B = Box<[u8]>> = PayloadArc<Item<B>>;
+/// Bytes an item may cost beyond its key and value (its longest header), counted against
+/// `item_size_max`. A small item's header is shorter: 12 bytes with CAS, 8 without.
+pub const ITEM_OVERHEAD: usize = MAX_HEADER;
 
-/// Bytes an item costs beyond its key and value, charged against `cache_size` and counted
-/// against `item_size_max`.
-pub const ITEM_OVERHEAD: usize = std::mem::size_of::<Item>();
-
-/// Where an item keeps its key and value: one buffer, built once by the store.
-pub trait Bytes: Send + Sync + Sized + 'static {
-    /// `prefix` followed by `zeros` zero bytes (an allocated item, before its value is filled).
-    fn zeroed(prefix: &[u8], zeros: usize) -> Self;
-    /// The concatenation of `parts`.
-    fn joined(parts: &[&[u8]]) -> Self;
-    /// All the bytes.
-    fn bytes(&self) -> &[u8];
+/// What keeps a handed-out item readable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// An allocation: a writer on its segment until let go.
+    Writer,
+    /// A counted hold on its segment.
+    Counted,
+    /// The caller's pin (nothing to let go).
+    Pinned,
 }
 
-impl Bytes for Box<[u8]> {
-    fn zeroed(prefix: &[u8], zeros: usize) -> Self {
-        let mut bytes = vec![0; prefix.len() + zeros];
-        bytes[..prefix.len()].copy_from_slice(prefix);
-        bytes.into_boxed_slice()
-    }
+/// An item handed out by the store (see the module docs). Letting it go (drop) gives its hold
+/// back.
+pub struct ItemRef<'s> {
+    pub(crate) store: &'s Store,
+    pub(crate) item: Item<'s>,
+    pub(crate) hold: Hold,
+}
 
-    fn joined(parts: &[&[u8]]) -> Self {
-        parts.concat().into_boxed_slice()
-    }
-
-    fn bytes(&self) -> &[u8] {
-        self
+impl fmt::Debug for ItemRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ItemRef")
+            .field("key", &String::from_utf8_lossy(&self.key()))
+            .field("nbytes", &self.value_len())
+            .field("flags", &self.flags())
+            .field("exptime", &self.exptime())
+            .field("cas", &self.cas())
+            .field("hold", &self.hold)
+            .finish()
     }
 }
 
-/// A memcached item. `repr(C)`: what a get's liveness check reads (expiry, sequence number,
-/// store time) comes first, in the cache line of the reference count the get takes.
-#[repr(C)]
-pub struct Item<B = Box<[u8]>> {
-    /// The store's sequence number for it (its CAS when CAS is on), for immediate flushes.
-    seq: AtomicU64,
-    exptime: AtomicU32,
-    /// When it was stored (host seconds), for delayed flushes.
-    stored_at: AtomicU32,
-    cas: AtomicU64,
-    flags: u32,
-    /// The meta commands' state (kept by the `meta` module): stale, recache token handed out,
-    /// fetched, and the last access time.
-    pub(crate) stampede: AtomicU32,
-    nkey: usize,
-    /// Key then value.
-    bytes: B,
-}
-
-impl<B: Bytes> Item<B> {
-    /// An item holding `value`.
-    pub fn new(key: &[u8], value: &[u8], flags: u32, exptime: RelTime) -> Self {
-        Self::from_bytes(B::joined(&[key, value]), key.len(), flags, exptime)
-    }
-
-    /// An item of `nbytes` zeroed value bytes (what `allocate` hands out).
-    pub fn zeroed(key: &[u8], nbytes: usize, flags: u32, exptime: RelTime) -> Self {
-        Self::from_bytes(B::zeroed(key, nbytes), key.len(), flags, exptime)
-    }
-
-    /// An item whose value is `head` followed by `tail` (append and prepend).
-    pub(crate) fn joined(
-        key: &[u8],
-        head: &[u8],
-        tail: &[u8],
-        flags: u32,
-        exptime: RelTime,
-    ) -> Self {
-        Self::from_bytes(B::joined(&[key, head, tail]), key.len(), flags, exptime)
-    }
-
-    fn from_bytes(bytes: B, nkey: usize, flags: u32, exptime: RelTime) -> Self {
-        Self {
-            bytes,
-            nkey,
-            flags,
-            exptime: AtomicU32::new(exptime),
-            cas: AtomicU64::new(0),
-            stored_at: AtomicU32::new(0),
-            seq: AtomicU64::new(0),
-            stampede: AtomicU32::new(0),
+impl Drop for ItemRef<'_> {
+    fn drop(&mut self) {
+        let engine = &self.store.engine;
+        match self.hold {
+            Hold::Writer => engine.drop_writer(&self.item),
+            Hold::Counted => engine.unhold(&self.item),
+            Hold::Pinned => {}
         }
     }
+}
 
-    /// The key.
-    pub fn key(&self) -> &[u8] {
-        &self.all()[..self.nkey]
+impl<'s> ItemRef<'s> {
+    /// The key's length.
+    pub fn key_len(&self) -> usize {
+        self.item.shape().klen()
     }
 
-    fn all(&self) -> &[u8] {
-        self.bytes.bytes()
+    /// The key (a copy).
+    pub fn key(&self) -> Vec<u8> {
+        let mut key = [0; 256];
+        let n = self.item.key_into(&mut key);
+        key[..n].to_vec()
     }
 
-    /// Where the key and value live (the key's length is where the value starts).
-    pub fn storage(&self) -> &B {
-        &self.bytes
+    /// The value's length.
+    pub fn value_len(&self) -> usize {
+        self.item.shape().vlen()
     }
 
-    /// The value.
-    pub fn value(&self) -> &[u8] {
-        &self.all()[self.nkey..]
+    /// The value (a copy).
+    pub fn value(&self) -> Vec<u8> {
+        let mut value = vec![0; self.value_len()];
+        self.item.value_into(0, &mut value);
+        value
+    }
+
+    /// Copies the value's bytes from `from` into `out`.
+    pub fn value_into(&self, from: usize, out: &mut [u8]) {
+        self.item.value_into(from, out);
+    }
+
+    /// Pointers to the key and value bytes, for the C boundary: the host reads them while it
+    /// holds the item, and fills an allocation's value before storing it (memcached's engine
+    /// interface). Making them is safe; using them is the C boundary's contract.
+    #[cfg(not(mcb_loom))]
+    pub fn raw_parts(&self) -> (*const u8, *mut u8) {
+        let (key, value) = self.item.ptrs();
+        (key.cast_const(), value)
     }
 
     /// The flags, as stored.
     pub fn flags(&self) -> u32 {
-        self.flags
+        self.item.flags()
     }
 
     /// When it expires (host seconds; 0: never).
     pub fn exptime(&self) -> RelTime {
-        // Relaxed: a stand-alone value (touch changes it); nothing is published with it.
-        self.exptime.load(Ordering::Relaxed)
+        self.item.exptime()
     }
 
-    pub(crate) fn set_exptime(&self, exptime: RelTime) {
-        // Relaxed: see `exptime`.
-        self.exptime.store(exptime, Ordering::Relaxed);
-    }
-
-    /// Its CAS: the expected one before a store (set by the caller), its unique one after.
+    /// Its CAS: the expected one before a store (as the caller set it), its unique one after.
     pub fn cas(&self) -> u64 {
-        // Relaxed: a stand-alone value; a stored item's CAS was written before the store
-        // published the item (L2's Release/Acquire links carry it to readers).
-        self.cas.load(Ordering::Relaxed)
+        if self.item.published() {
+            self.store.engine.cas_of(&self.item)
+        } else {
+            self.item.expected_cas()
+        }
     }
 
-    /// Sets the CAS (memcached's `item_set_cas`, before storing with a CAS).
+    /// Sets the CAS a store of this allocation expects (memcached's `item_set_cas`); ignored
+    /// on an item already stored.
     pub fn set_cas(&self, cas: u64) {
-        // Relaxed: see `cas`.
-        self.cas.store(cas, Ordering::Relaxed);
+        self.item.set_expected_cas(cas);
     }
 
-    pub(crate) fn stored_at(&self) -> RelTime {
-        // Relaxed: written before the item is published, like the CAS.
-        self.stored_at.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn set_stored_at(&self, now: RelTime) {
-        // Relaxed: see `stored_at`.
-        self.stored_at.store(now, Ordering::Relaxed);
-    }
-
-    pub(crate) fn seq(&self) -> u64 {
-        // Relaxed: written before the item is published, like the CAS.
-        self.seq.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn set_seq(&self, seq: u64) {
-        // Relaxed: see `seq`.
-        self.seq.store(seq, Ordering::Relaxed);
-    }
-
-    /// Bytes charged for it: key, value and [`ITEM_OVERHEAD`].
+    /// Bytes it takes in its segment.
     pub fn size(&self) -> usize {
-        self.all().len() + ITEM_OVERHEAD
+        self.item.size()
     }
-}
 
-impl<B: Bytes> fmt::Debug for Item<B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Item")
-            .field("key", &String::from_utf8_lossy(self.key()))
-            .field("nbytes", &self.value().len())
-            .field("flags", &self.flags)
-            .field("exptime", &self.exptime())
-            .field("cas", &self.cas())
-            .finish()
+    /// Whether the item was invalidated (served stale until recached).
+    pub fn is_stale(&self) -> bool {
+        self.meta_bits() & STALE != 0
+    }
+
+    fn meta_bits(&self) -> u32 {
+        if !self.item.published() {
+            return 0;
+        }
+        // Relaxed: flags set before publication or by a lone RMW; they order no data.
+        self.item.meta().load(Ordering::Relaxed)
+    }
+
+    /// Takes the recache token: true for the one caller that found it free.
+    pub fn take_token(&self) -> bool {
+        if !self.item.published() {
+            return false;
+        }
+        if crate::sync::mutant::active(crate::sync::mutant::Mutant::TokenCheckThenTake) {
+            // Relaxed (both): the broken form the loom model must catch.
+            let bits = self.item.meta().load(Ordering::Relaxed);
+            if bits & WON != 0 {
+                return false;
+            }
+            self.item.meta().store(bits | WON, Ordering::Relaxed);
+            return true;
+        }
+        // Relaxed: the RMW alone makes one winner (all RMWs of one atomic are totally
+        // ordered); the token publishes no other data.
+        self.item.meta().fetch_or(WON, Ordering::Relaxed) & WON == 0
+    }
+
+    pub(crate) fn token_taken(&self) -> bool {
+        self.meta_bits() & WON != 0
+    }
+
+    /// Whether it was fetched before, and when it was last accessed (stored, if never).
+    pub fn access(&self) -> (bool, RelTime) {
+        let word = self.meta_bits();
+        (word & FETCHED != 0, word >> ACCESS_SHIFT)
+    }
+
+    /// Notes a fetch at `now`; returns what [`ItemRef::access`] said before it. As memcached,
+    /// the access time is rewritten only once it is a minute old, and the fetched mark once,
+    /// so that a hot item's fetches only read it.
+    pub fn note_access(&self, now: RelTime) -> (bool, RelTime) {
+        let before = self.access();
+        let stale_time = now.saturating_sub(before.1) >= ACCESS_UPDATE;
+        if self.item.published() && (!before.0 || stale_time) {
+            let at = if stale_time { now } else { before.1 };
+            // Relaxed (both): statistics of the item; the token bits are kept by the RMW.
+            let _ = self
+                .item
+                .meta()
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                    Some(word & KEPT | FETCHED | at << ACCESS_SHIFT)
+                });
+        }
+        before
+    }
+
+    /// Whether it lies in a segment, not in memory of its own (large objects, detached
+    /// allocations).
+    pub fn in_segment(&self) -> bool {
+        self.item.block().is_none()
     }
 }

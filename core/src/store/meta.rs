@@ -11,21 +11,18 @@
 //!
 //! The same word keeps what `mg`'s `h` and `l` report: whether the item was fetched before,
 //! and when it was last accessed (the storage engine notes its `get`s and get-and-touches
-//! too, through [`Item::note_access`]).
+//! too, through [`ItemRef::note_access`]): as memcached, the time is rewritten only once it is
+//! a minute old, so a hot item's fetches do not write it.
 
-use super::commands::{Current, Store, StoreOp};
+use super::commands::{Mode, Store, StoreOp};
 use super::error::Error;
-use super::item::{Bytes, Item, ItemRef, RelTime};
+use super::item::{ItemRef, RelTime};
+use super::seg::{STALE, WON};
 use super::stats::Counter;
-use crate::sync::atomic::Ordering;
-use crate::sync::mutant::{self, Mutant};
-use crate::sync::PayloadArc;
 
-const STALE: u32 = 1;
-const WON: u32 = 2;
-const FETCHED: u32 = 4;
-/// The last access time is kept above the three bits (29 bits: 17 years of server time).
-const ACCESS_SHIFT: u32 = 3;
+/// As memcached's `ITEM_UPDATE_INTERVAL`: an item's access time is rewritten by a fetch only
+/// once it is this many seconds old.
+pub(crate) const ACCESS_UPDATE: RelTime = 60;
 
 /// Whether a fetch was handed the recache token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,9 +50,9 @@ pub struct Fetch {
 
 /// A meta get's hit.
 #[derive(Debug)]
-pub struct Fetched<B: Bytes> {
+pub struct Fetched<'s> {
     /// The live item.
-    pub item: ItemRef<B>,
+    pub item: ItemRef<'s>,
     /// It was invalidated (`X`).
     pub stale: bool,
     /// The recache token's answer (`W`, `Z`).
@@ -97,70 +94,10 @@ pub struct Counted {
     pub created: bool,
 }
 
-impl<B: Bytes> Item<B> {
-    /// Whether the item was invalidated (served stale until recached).
-    pub fn is_stale(&self) -> bool {
-        // Relaxed: a flag set before the item is published or by a lone RMW; it orders no data.
-        self.stampede.load(Ordering::Relaxed) & STALE != 0
-    }
-
-    fn mark_stale(&self) {
-        // Relaxed: set before the item is stored (the store's publication carries it).
-        self.stampede.fetch_or(STALE, Ordering::Relaxed);
-    }
-
-    /// Takes the recache token: true for the one caller that found it free.
-    pub fn take_token(&self) -> bool {
-        if mutant::active(Mutant::TokenCheckThenTake) {
-            // Relaxed (both): the broken form the loom model must catch.
-            let bits = self.stampede.load(Ordering::Relaxed);
-            if bits & WON != 0 {
-                return false;
-            }
-            self.stampede.store(bits | WON, Ordering::Relaxed);
-            return true;
-        }
-        // Relaxed: the RMW alone makes one winner (all RMWs of one atomic are totally
-        // ordered); the token publishes no other data.
-        self.stampede.fetch_or(WON, Ordering::Relaxed) & WON == 0
-    }
-
-    fn token_taken(&self) -> bool {
-        // Relaxed: as in `is_stale`.
-        self.stampede.load(Ordering::Relaxed) & WON != 0
-    }
-
-    /// Whether it was fetched before, and when it was last accessed (stored, if never).
-    pub fn access(&self) -> (bool, RelTime) {
-        // Relaxed: statistics of the item; they order nothing.
-        let word = self.stampede.load(Ordering::Relaxed);
-        match word >> ACCESS_SHIFT {
-            0 => (word & FETCHED != 0, self.stored_at()),
-            at => (word & FETCHED != 0, at),
-        }
-    }
-
-    /// Notes a fetch at `now`; what [`Item::access`] said before it. Writes only when the mark
-    /// or the second changes, so a hot item's fetches mostly only read.
-    pub fn note_access(&self, now: RelTime) -> (bool, RelTime) {
-        let before = self.access();
-        let stamp = (now << ACCESS_SHIFT) | FETCHED;
-        if before != (true, now) {
-            // Relaxed (both): as in `access`; the token bits are kept by the RMW.
-            let _ = self
-                .stampede
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
-                    Some(word & (STALE | WON) | stamp)
-                });
-        }
-        before
-    }
-}
-
-impl<B: Bytes> Store<B> {
+impl Store {
     /// memcached's meta get: the live item of `key` (touched first with `fetch.touch`, created
     /// empty on a miss with `fetch.vivify`), whether it is stale, and the token's answer.
-    pub fn meta_get(&self, key: &[u8], fetch: &Fetch) -> Option<Fetched<B>> {
+    pub fn meta_get(&self, key: &[u8], fetch: &Fetch) -> Option<Fetched<'_>> {
         let found = match fetch.touch {
             Some(exptime) => self.touch(key, exptime),
             None => self.get(key),
@@ -170,8 +107,7 @@ impl<B: Bytes> Store<B> {
             (None, None) => return None,
             (None, Some(exptime)) => {
                 let stub = self.item(key, b"", 0, exptime).ok()?;
-                stub.take_token();
-                return match self.store(&stub, StoreOp::Add) {
+                return match self.store_op(&stub, StoreOp::Add, WON) {
                     Ok(_) => Some(Fetched {
                         item: stub,
                         stale: false,
@@ -237,28 +173,32 @@ impl<B: Bytes> Store<B> {
     /// memcached's meta arithmetic: incr/decr with a CAS to compare and an expiry to set, in
     /// the same one write ([`Store::arithmetic`] is this with neither).
     pub fn meta_arithmetic(&self, key: &[u8], d: &Delta) -> Result<Counted, Error> {
+        self.check(key.len(), 0)?;
         let now = self.now();
+        let hash = self.engine.hash(key);
         let mut hit = false;
         let mut value = 0;
-        let result = self.write(key, now, |current| {
+        let result = self.rewrite(key, hash, now, false, |current| {
             // As memcached: a number shorter than the one it replaces keeps that length,
             // padded with spaces (memcached rewrites it in place).
             let (new, flags, exptime, kept) = match current {
-                Current::Live(old) if d.cas != 0 && old.cas() != d.cas => {
-                    return Err(Error::Exists)
-                }
-                Current::Live(old) => {
+                Some(old) if d.cas != 0 && old.cas() != d.cas => return Err(Error::Exists),
+                Some(old) => {
                     hit = true;
-                    let v = parse_decimal(old.value()).ok_or(Error::NotNumeric)?;
+                    let v = parse_decimal(&old.value()).ok_or(Error::NotNumeric)?;
                     let new = if d.incr {
                         v.wrapping_add(d.delta)
                     } else {
                         v.saturating_sub(d.delta)
                     };
-                    let kept = old.value().len();
-                    (new, old.flags(), d.touch.unwrap_or(old.exptime()), kept)
+                    (
+                        new,
+                        old.flags(),
+                        d.touch.unwrap_or(old.exptime()),
+                        old.value_len(),
+                    )
                 }
-                Current::Absent | Current::Dead => {
+                None => {
                     // (A write retried after a lost race sees the key anew.)
                     hit = false;
                     let (initial, exptime) = d.create.ok_or(Error::NotFound)?;
@@ -267,9 +207,9 @@ impl<B: Bytes> Store<B> {
             };
             value = new;
             let text = format!("{new:<kept$}");
-            self.check(key, text.len())?;
-            let item = Item::new(key, text.as_bytes(), flags, exptime);
-            Ok(self.stamp(PayloadArc::new(item), now))
+            let item = self.fresh(key, text.len(), flags, exptime, Mode::Brief)?;
+            item.item.write_value(0, text.as_bytes());
+            Ok((item, Store::meta_word(now, 0)))
         });
         let counter = match (d.incr, hit) {
             (true, true) => Counter::IncrHits,
@@ -278,9 +218,9 @@ impl<B: Bytes> Store<B> {
             (false, false) => Counter::DecrMisses,
         };
         self.counters.add(counter, 1);
-        result.map(|item| Counted {
+        result.map(|(cas, item)| Counted {
             value,
-            cas: item.cas(),
+            cas,
             exptime: item.exptime(),
             created: !hit,
         })
@@ -290,37 +230,41 @@ impl<B: Bytes> Store<B> {
     /// copy with a new CAS (and expiry `exptime`, when given), which starts a new token period.
     /// Returns the new CAS.
     pub fn invalidate(&self, key: &[u8], cas: u64, exptime: Option<RelTime>) -> Result<u64, Error> {
+        self.check(key.len(), 0)?;
         let now = self.now();
-        self.write(key, now, |current| match current {
-            Current::Live(old) if cas == 0 || old.cas() == cas => {
-                let exptime = exptime.unwrap_or(old.exptime());
-                let copy = Item::new(key, old.value(), old.flags(), exptime);
-                copy.mark_stale();
-                Ok(self.stamp(PayloadArc::new(copy), now))
+        let hash = self.engine.hash(key);
+        self.rewrite(key, hash, now, false, |current| {
+            let old = current.ok_or(Error::NotFound)?;
+            if cas != 0 && old.cas() != cas {
+                return Err(Error::Exists);
             }
-            Current::Live(_) => Err(Error::Exists),
-            Current::Absent | Current::Dead => Err(Error::NotFound),
+            let exptime = exptime.unwrap_or(old.exptime());
+            let copy = self.fresh(key, old.value_len(), old.flags(), exptime, Mode::Brief)?;
+            copy.item.copy_value(0, &old.item, 0, old.value_len());
+            Ok((copy, Store::meta_word(now, STALE)))
         })
-        .map(|new| new.cas())
+        .map(|(cas, _)| cas)
     }
 
     /// `ms … I C<cas>`: stores `item` if `cas` is the present item's CAS, and also, marked
     /// stale, if `cas` is older (a late writer's data, served until recached). Returns the new
     /// CAS.
-    pub fn store_invalid(&self, item: &ItemRef<B>, cas: u64) -> Result<u64, Error> {
+    pub fn store_invalid(&self, item: &ItemRef<'_>, cas: u64) -> Result<u64, Error> {
+        self.check(item.key_len(), item.value_len())?;
         let now = self.now();
-        self.check(item.key(), item.value().len())?;
-        self.write(item.key(), now, |current| match current {
-            Current::Live(old) if cas <= old.cas() => {
-                if cas < old.cas() {
-                    item.mark_stale();
+        let key = item.key();
+        let hash = self.engine.hash(&key);
+        self.store_whole(item, &key, hash, now, |found| match found.live() {
+            Some(old) => {
+                let current = self.engine.cas_of(old);
+                match cas.cmp(&current) {
+                    std::cmp::Ordering::Less => Ok(Store::meta_word(now, STALE)),
+                    std::cmp::Ordering::Equal => Ok(Store::meta_word(now, 0)),
+                    std::cmp::Ordering::Greater => Err(Error::Exists),
                 }
-                Ok(self.stamp(item.clone(), now))
             }
-            Current::Live(_) => Err(Error::Exists),
-            Current::Absent | Current::Dead => Err(Error::NotFound),
+            None => Err(Error::NotFound),
         })
-        .map(|new| new.cas())
     }
 }
 
@@ -370,7 +314,10 @@ mod tests {
             ..Fetch::default()
         };
         let first = store.meta_get(b"k", &vivify).unwrap();
-        assert_eq!((first.token, first.item.value()), (Token::Won, &b""[..]));
+        assert_eq!(
+            (first.token, first.item.value()),
+            (Token::Won, b"".to_vec())
+        );
         let second = store.meta_get(b"k", &vivify).unwrap();
         assert_eq!(second.token, Token::Lost);
         assert_eq!(
@@ -394,11 +341,13 @@ mod tests {
             no_bump: true,
             ..Fetch::default()
         };
+        // As memcached: the access time moves only once it is a minute old.
         let peek = store.meta_get(b"k", &quiet).unwrap();
-        assert_eq!((peek.fetched_before, peek.idle), (true, 3));
-        assert_eq!(store.meta_get(b"k", &quiet).unwrap().idle, 3);
+        assert_eq!((peek.fetched_before, peek.idle), (true, 8));
+        clock.advance(60);
+        assert_eq!(store.meta_get(b"k", &quiet).unwrap().idle, 68);
         let item = store.get(b"k").unwrap();
-        assert_eq!(item.note_access(store.now()), (true, 1005));
+        assert_eq!(item.note_access(store.now()), (true, 1000));
         assert_eq!(store.meta_get(b"k", &quiet).unwrap().idle, 0);
     }
 
@@ -462,7 +411,7 @@ mod tests {
         assert!(fetched.stale);
         assert_eq!(
             (fetched.token, fetched.item.value()),
-            (Token::Won, &b"v"[..])
+            (Token::Won, b"v".to_vec())
         );
         assert_eq!(fetched.item.exptime(), 1030);
         assert_eq!(

@@ -84,6 +84,16 @@ pub enum Mutant {
     /// The L2 recycles a batch of retired nodes (into its pool, for the next writes to reuse)
     /// when it hands the batch to the collector, without the epoch grace period.
     L2RecyclesAtHandover,
+    /// The store's index publishes a slot with a Relaxed store instead of Release: a reader can
+    /// find the slot before the item's bytes.
+    SlotPublishedRelaxed,
+    /// A retired segment is reused without waiting for its grace period.
+    ReuseSkipsGrace,
+    /// A retired segment is reused while counted holds remain on it.
+    ReuseSkipsHolds,
+    /// An eviction unlinks whatever its item's key holds, not the slot naming the evicted
+    /// location.
+    EvictionUnlinksByKey,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.

@@ -95,17 +95,6 @@ impl<T> Entry<T> {
     }
 }
 
-/// What [`L2::update`] does with a key.
-#[derive(Debug)]
-pub(crate) enum Change<T> {
-    /// Leave it as it is.
-    Keep,
-    /// Store this entry (replacing what the key held).
-    Put(Entry<T>),
-    /// Remove the key.
-    Remove,
-}
-
 /// Keys up to this long are also copied into the node, next to its hash, so that a lookup
 /// compares them in the cache line it already loaded instead of missing on the key's own
 /// allocation (profiles of the storage bench: a third of a read was that miss and its memcmp).
@@ -609,12 +598,6 @@ impl<T: Send + Sync + 'static> L2<T> {
         let _ = bucket;
     }
 
-    /// Reads `key` without a lock, handing `f` the stored entry (which it may only borrow for
-    /// the call: what it keeps, it clones).
-    pub(crate) fn read<R>(&self, ns: u32, key: &[u8], f: impl FnOnce(&Entry<T>) -> R) -> Option<R> {
-        self.find_with(&self.probe(ns, key), |node| f(&node.entry))
-    }
-
     /// Reads `probe`'s key without a lock, handing `f` the stored entry and, for a key longer
     /// than [`INLINE_KEY`], the node's shared copy of it (both only borrowed for the call).
     #[inline]
@@ -655,67 +638,15 @@ impl<T: Send + Sync + 'static> L2<T> {
         tries: u32,
         published: impl FnOnce() -> R,
     ) -> Result<R, Error> {
-        self.write(ns, key, tries, false, |_| Change::Put(entry), published)
-    }
-
-    /// Read-modify-write of one key under its shard lock: `decide` sees what the key holds (if
-    /// anything) and says what to do with it, so that concurrent updates of one key (memcached's
-    /// incr, CAS, append) never lose one another. Returns `decide`'s answer, or an error when a
-    /// [`Change::Put`] found no room after `tries` eviction batches, in which case the key keeps
-    /// what it held.
-    pub(crate) fn update<R>(
-        &self,
-        ns: u32,
-        key: &[u8],
-        tries: u32,
-        decide: impl FnOnce(Option<&Entry<T>>) -> (Change<T>, R),
-    ) -> Result<R, Error> {
-        let mut answer = None;
-        self.write(
-            ns,
-            key,
-            tries,
-            true,
-            |old| {
-                let (change, r) = decide(old);
-                answer = Some(r);
-                change
-            },
-            || (),
-        )?;
-        Ok(answer.expect("decide ran"))
-    }
-
-    /// `insert` and `update`: the change `decide` picks, under the shard lock.
-    fn write<R>(
-        &self,
-        ns: u32,
-        key: &[u8],
-        tries: u32,
-        keep_on_failure: bool,
-        decide: impl FnOnce(Option<&Entry<T>>) -> Change<T>,
-        published: impl FnOnce() -> R,
-    ) -> Result<R, Error> {
         let probe = self.probe(ns, key);
         let hash = probe.hash;
         let shard = self.shard(hash);
         let bucket = shard.bucket(hash);
         let mut state = shard.state.lock();
         let mut guard = self.domain.pin();
-        let (link, old) = find(bucket, &guard, |n| n.is(&probe));
+        let (_, old) = find(bucket, &guard, |n| n.is(&probe));
         // SAFETY: as in `get`; besides, only writers retire nodes and we hold the shard lock.
         let old_ref = unsafe { old.as_ref() };
-        let entry = match decide(old_ref.map(|n| &n.entry)) {
-            Change::Keep => return Ok(published()),
-            Change::Remove => {
-                if let Some(n) = old_ref {
-                    state.policy.remove(n.slot);
-                    shard.unlink(&mut state, link, old, &guard);
-                }
-                return Ok(published());
-            }
-            Change::Put(entry) => entry,
-        };
         let weight = self.weight(key, &entry);
         // The old node stays charged until it is freed: room for both.
         let old_weight = old_ref.map_or(0, |n| n.weight);
@@ -729,23 +660,12 @@ impl<T: Send + Sync + 'static> L2<T> {
         // SAFETY: still linked: out of the policy, so no eviction unlinked it, and only
         // writers, who take the lock we hold, unlink nodes.
         let old_ref = unsafe { old.as_ref() };
-        let (entry, weight, outcome) = if fits {
-            (entry, weight, Ok(()))
-        } else {
-            match old_ref {
-                // The old entry fitted before and nothing was added since: it fits again.
-                Some(n) if keep_on_failure => (
-                    n.entry.clone(),
-                    self.weight(key, &n.entry),
-                    Err(Error::L2Full { tries }),
-                ),
-                Some(_) => {
-                    shard.unlink(&mut state, link_to(bucket, old, &guard), old, &guard);
-                    return Err(Error::L2Full { tries });
-                }
-                None => return Err(Error::L2Full { tries }),
+        if !fits {
+            if old_ref.is_some() {
+                shard.unlink(&mut state, link_to(bucket, old, &guard), old, &guard);
             }
-        };
+            return Err(Error::L2Full { tries });
+        }
         let (inline, inline_len, copy) = match probe.inline {
             Some(padded) => (padded, key.len() as u8, None),
             None => ([0; INLINE_KEY / 8], u8::MAX, Some(key.into())),
@@ -786,7 +706,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         if !old.is_null() {
             shard.retire(&mut state, old, &guard);
         }
-        outcome.map(|()| published())
+        Ok(published())
     }
 
     /// Makes room for `need` bytes in `shard`: evicts up to `tries` batches until the live

@@ -46,9 +46,7 @@ mod weigh;
 pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek, BULK_CONCURRENCY};
 pub use clock::Clock;
 pub use error::{BoxError, Error, LoaderError, StoreKind, Warning};
-pub use l2::L2;
-// For the memcached item store, which builds on L2 directly.
 pub use flight::LockOptions;
-pub(crate) use l2::{Change, Entry};
+pub use l2::L2;
 pub use options::{CallOptions, Options, Promotion, Transform, WarningHook};
 pub use weigh::AnyValue;

@@ -1,22 +1,16 @@
 //! The engine calls: check what the host passes, call the store, map its answer to a code.
 //!
-//! An item crosses to the host as `Arc::into_raw` of an [`ItemRef`]: each `allocate` and each
-//! successful `get` hands out one reference, which the host gives back with `release`.
+//! An item crosses to the host as the store's token for it, cast to a pointer: each `allocate`
+//! and each successful `get` hands out one, with a hold on the item, which the host gives back
+//! with `release`.
 
-use super::bytes::HostBytes;
 use super::instance::{engine, store as store_of, Store};
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire;
-use mcb_core::store::{Error, StoreOp, KEY_MAX};
+use mcb_core::store::{Error, ItemRef, StoreOp, KEY_MAX};
 use std::ffi::{c_char, c_int, c_void};
-use std::mem::ManuallyDrop;
 use std::ptr;
-use std::sync::Arc;
-
-/// An item of our store, and a counted reference to one.
-type Item = mcb_core::store::Item<HostBytes>;
-type ItemRef = mcb_core::store::ItemRef<HostBytes>;
 
 /// memcached's code for a store error.
 fn code(e: &Error) -> ENGINE_ERROR_CODE {
@@ -46,29 +40,23 @@ unsafe fn key<'a>(key: *const c_void, nkey: usize) -> Option<&'a [u8]> {
     Some(unsafe { std::slice::from_raw_parts(key.cast::<u8>(), nkey) })
 }
 
-/// Hands one reference to the host.
-fn to_host(item: ItemRef) -> *mut item {
-    Arc::into_raw(item).cast_mut().cast()
+/// Hands an item (and its hold) to the host.
+fn to_host(store: &Store, item: ItemRef<'_>) -> *mut item {
+    // A token is never 0, so never NULL; the host only passes it back.
+    store.into_token(item) as usize as *mut item
 }
 
-/// The item behind a pointer the host holds (NULL: `None`).
-///
-/// # Safety
-/// `item` is NULL or a pointer [`to_host`] made whose reference the host has not released.
-unsafe fn borrowed<'a>(item: *const item) -> Option<&'a Item> {
-    // SAFETY: the caller's contract: the reference it holds keeps the item alive.
-    unsafe { item.cast::<Item>().as_ref() }
+/// The token behind a pointer the host holds.
+fn token(item: *const item) -> u64 {
+    item as usize as u64
 }
 
-/// A new reference to the item behind a host pointer.
-///
-/// # Safety
-/// As for [`borrowed`], non-NULL.
-unsafe fn shared(item: *const item) -> ItemRef {
-    // SAFETY: the host's reference is still counted; ManuallyDrop leaves it to the host, and
-    // the clone is a reference of our own.
-    let held = ManuallyDrop::new(unsafe { Arc::from_raw(item.cast::<Item>()) });
-    ItemRef::clone(&held)
+/// The bytes of a value the caller holds (an item the store keeps unchanged while held).
+pub(super) fn value_of<'a>(item: &'a ItemRef<'_>) -> &'a [u8] {
+    let (_, value) = item.raw_parts();
+    // SAFETY: the store writes a held item's value bytes never (they change only once the
+    // segment is reused, which the hold prevents); `value_len` bytes lie there.
+    unsafe { std::slice::from_raw_parts(value.cast_const(), item.value_len()) }
 }
 
 /// Runs `call` with a handle's store (see [`store_of`]); ENGINE_FAILED for a handle not yet
@@ -103,7 +91,7 @@ pub(crate) unsafe extern "C" fn allocate(
         match store.allocate(key, nbytes, flags as u32, exptime) {
             Ok(item) => {
                 // SAFETY: checked non-NULL; the host's out-parameter.
-                unsafe { *out = to_host(item) };
+                unsafe { *out = to_host(store, item) };
                 ENGINE_SUCCESS
             }
             Err(e) => code(&e),
@@ -155,16 +143,18 @@ pub(crate) unsafe extern "C" fn remove(
 }
 
 pub(crate) unsafe extern "C" fn release(
-    _handle: *mut ENGINE_HANDLE,
+    handle: *mut ENGINE_HANDLE,
     _cookie: *const c_void,
     item: *mut item,
 ) {
-    guard((), || {
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
         if !item.is_null() {
-            // SAFETY: the host gives back the reference `allocate` or `get` handed it, once.
-            drop(unsafe { Arc::from_raw(item.cast_const().cast::<Item>()) });
+            // The host gives back the item `allocate` or `get` handed it, once.
+            store.release_token(token(item));
         }
-    })
+        ENGINE_SUCCESS
+    });
 }
 
 pub(crate) unsafe extern "C" fn get(
@@ -189,7 +179,7 @@ pub(crate) unsafe extern "C" fn get(
             Some(item) => {
                 // What the meta commands' `h` and `l` report.
                 item.note_access(store.now());
-                (to_host(item), ENGINE_SUCCESS)
+                (to_host(store, item), ENGINE_SUCCESS)
             }
             None => (ptr::null_mut(), ENGINE_KEY_ENOENT),
         };
@@ -221,9 +211,8 @@ pub(crate) unsafe extern "C" fn store(
         if item.is_null() {
             return ENGINE_EINVAL;
         }
-        // SAFETY: a non-NULL item the host allocated from us and still holds.
-        let item = unsafe { shared(item) };
-        match store.store(&item, op) {
+        // A non-NULL item the host allocated from us and still holds.
+        match store.with_token(token(item), |item| store.store(item, op)) {
             Ok(new_cas) => {
                 if !cas.is_null() {
                     // SAFETY: the host's out-parameter, non-NULL.
@@ -428,7 +417,7 @@ pub(crate) unsafe extern "C" fn unknown_command(
                     item.note_access(store.now());
                     item.flags().to_ne_bytes()
                 },
-                item.value(),
+                value_of(&item),
                 PROTOCOL_BINARY_RESPONSE_SUCCESS,
                 item.cas(),
             ),
@@ -474,57 +463,64 @@ pub(crate) unsafe extern "C" fn get_tap_iterator(
 }
 
 pub(crate) unsafe extern "C" fn item_set_cas(
-    _handle: *mut ENGINE_HANDLE,
+    handle: *mut ENGINE_HANDLE,
     _cookie: *const c_void,
     item: *mut item,
     cas: u64,
 ) {
-    guard((), || {
-        // SAFETY: NULL or an item the host holds.
-        if let Some(item) = unsafe { borrowed(item) } {
-            item.set_cas(cas);
+    // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+    with_store(unsafe { store_of(handle) }, |store| {
+        // NULL or an item the host holds.
+        if !item.is_null() {
+            store.with_token(token(item), |item| item.set_cas(cas));
         }
-    })
+        ENGINE_SUCCESS
+    });
 }
 
 pub(crate) unsafe extern "C" fn get_item_info(
-    _handle: *mut ENGINE_HANDLE,
+    handle: *mut ENGINE_HANDLE,
     _cookie: *const c_void,
     item: *const item,
     info: *mut item_info,
 ) -> bool {
     guard(false, || {
-        // SAFETY: NULL or an item the host holds.
-        let Some(item) = (unsafe { borrowed(item) }) else {
+        // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
+        let (Some(store), false) = (unsafe { store_of(handle) }, item.is_null()) else {
             return false;
         };
         // SAFETY: NULL or the host's item_info, whose `nvalue` says how many iovecs it has.
         let Some(info) = (unsafe { info.as_mut() }) else {
             return false;
         };
-        let (Ok(nbytes), Ok(nkey)) = (
-            u32::try_from(item.value().len()),
-            u16::try_from(item.key().len()),
-        ) else {
-            return false;
-        };
-        if info.nvalue < 1 {
-            return false;
-        }
-        info.cas = item.cas();
-        info.exptime = item.exptime();
-        info.nbytes = nbytes;
-        info.flags = item.flags();
-        info.clsid = 0;
-        info.nkey = nkey;
-        info.nvalue = 1;
-        info.key = item.key().as_ptr().cast();
-        info.value[0] = iovec {
-            // Writable by the host between `allocate` and `store` (see `HostBytes`).
-            iov_base: item.storage().ptr_at(item.key().len()).cast(),
-            iov_len: item.value().len(),
-        };
-        true
+        // An item the host holds.
+        store.with_token(token(item), |item| {
+            let (Ok(nbytes), Ok(nkey)) = (
+                u32::try_from(item.value_len()),
+                u16::try_from(item.key_len()),
+            ) else {
+                return false;
+            };
+            if info.nvalue < 1 {
+                return false;
+            }
+            let (key, value) = item.raw_parts();
+            info.cas = item.cas();
+            info.exptime = item.exptime();
+            info.nbytes = nbytes;
+            info.flags = item.flags();
+            info.clsid = 0;
+            info.nkey = nkey;
+            info.nvalue = 1;
+            info.key = key.cast();
+            info.value[0] = iovec {
+                // The host fills an allocated value here before storing it, and reads a held
+                // one (memcached's engine interface); nothing else writes there meanwhile.
+                iov_base: value.cast(),
+                iov_len: item.value_len(),
+            };
+            true
+        })
     })
 }
 

@@ -2,13 +2,12 @@
 //! store) and how each call finds it from the handle ([`engine`], [`store`]). The function table
 //! in `mod.rs` builds and frees instances; the calls only read them, from here.
 
-use super::bytes::HostBytes;
 use super::host::HostApi;
 use crate::abi::*;
 use std::sync::OnceLock;
 
-/// The store, its items' bytes writable by the host between `allocate` and `store`.
-pub(super) type Store = mcb_core::store::Store<HostBytes>;
+/// The store.
+pub(super) type Store = mcb_core::store::Store;
 
 /// One engine instance: the handle memcached holds (its first field) and our state.
 #[repr(C)]

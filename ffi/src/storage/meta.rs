@@ -79,7 +79,7 @@ pub(crate) fn command(
             ext[13..].copy_from_slice(&hit.idle.to_be_bytes());
             send(
                 &ext,
-                item.value(),
+                super::calls::value_of(item),
                 PROTOCOL_BINARY_RESPONSE_SUCCESS,
                 item.cas(),
             )

@@ -5,10 +5,12 @@
 //! engine is `builtin` (no library to load). Every call makes a new, independent instance
 //! (each bucket its own), which `destroy` frees.
 //!
-//! Items handed to the host are `Arc`s turned into raw pointers (`allocate` and `get` give one
-//! reference, `release` takes it back), so the host reads an item safely after the store
-//! replaced, deleted, evicted or flushed it. `get` and `store` take no lock beyond the key's
-//! shard (none at all for `get`) and `get` allocates nothing.
+//! Items handed to the host are the store's tokens cast to pointers (`allocate` and `get` hand
+//! out one with a hold on the item, `release` gives it back), so the host reads an item safely
+//! after the store replaced, deleted, evicted or flushed it. The host fills an allocated
+//! value, and reads a held one, in place in the store's segments through the pointers
+//! `get_item_info` gives. `get` takes no lock and allocates nothing; `store` takes only its
+//! key's bucket locks.
 //!
 //! Every entry point accepts a NULL cookie (memcached's engine test harness passes one) and
 //! runs inside [`guard`]: no panic reaches the host.
@@ -16,10 +18,9 @@
 //! This module is the top of the folder: the entry point and the function table, with the
 //! calls that build and free an instance (`initialize`, `destroy`). Below it: `instance` (the
 //! instance and how a call finds it), `calls` (the item, stats and command calls), `meta` (the
-//! meta commands), `config`, `host` (the host's API as the engine uses it) and `bytes` (item
-//! values the host fills in place). None of them names this module.
+//! meta commands), `config` and `host` (the host's API as the engine uses it). None of them
+//! names this module.
 
-mod bytes;
 mod calls;
 mod config;
 mod host;
@@ -106,7 +107,7 @@ fn new_engine(host: HostApi) -> StorageEngine {
             },
             more: [feature_info {
                 feature: ENGINE_FEATURE_LRU.0,
-                description: c"S3-FIFO eviction".as_ptr(),
+                description: c"segment eviction".as_ptr(),
             }],
         },
         host,
@@ -145,7 +146,7 @@ unsafe extern "C" fn initialize(
                 return ENGINE_FAILED;
             }
         };
-        match Store::with_bytes(settings, Box::new(engine.host.clock())) {
+        match Store::new(settings, Box::new(engine.host.clock())) {
             Ok(store) => match engine.store.set(store) {
                 Ok(()) => ENGINE_SUCCESS,
                 Err(_) => ENGINE_FAILED,
@@ -167,8 +168,8 @@ unsafe extern "C" fn destroy(handle: *mut ENGINE_HANDLE, _force: bool) {
         // Box::into_raw, and no call on it in flight or after.
         let engine = unsafe { Box::from_raw(handle.cast::<StorageEngine>()) };
         if let Some(store) = engine.store.get() {
-            // Items retired by earlier writes are freed now rather than left to a collector
-            // that may never run again (a leak checker would report them).
+            // Grace periods of retired segments end now rather than in a collector that may
+            // never run again (a leak checker would report what they keep).
             store.reclaim();
         }
         drop(engine);

@@ -1,0 +1,609 @@
+//! The segment store under the memcached commands: memory as fixed-size segments taken from the
+//! OS once, an index of tagged slots, eviction and reclamation by whole segments.
+//!
+//! The folder, bottom up: `memory` (the raw mappings, accessed only atomically: the store's one
+//! `unsafe` module), `layout` (an item's header), `reclaim` (grace periods), `index` (the
+//! tagged-slot table), `segments` (segment lives, lanes, the pool and the budget), `item` (an
+//! item where it lies) and, here, the [`Engine`] that joins them: reservation, lookup,
+//! publication, eviction.
+//!
+//! - **Write**: an item is reserved in the writing thread's lane (its open segment), its header,
+//!   key and value written there (by the host, for `allocate`), then linked: under its key's
+//!   bucket locks it is stamped (CAS, meta word) and its slot stored with Release.
+//! - **Read**: pinned, hash once, read the bucket line(s), compare the tag, then the key in the
+//!   segment (Acquire on the slot): two dependent misses, no lock, nothing written but a clear
+//!   frequency bit.
+//! - **Evict**: the oldest sealed segment with no writer (one whose items all expired first,
+//!   among the oldest few) is walked: each item still linked is unlinked, or, when it was read
+//!   since it was written and is small, copied into the eviction's own lane and relinked (the
+//!   items a FIFO would lose though they are used). The segment then retires: one grace period
+//!   for the whole segment, and its memory stays charged until it is reused.
+
+mod index;
+mod item;
+mod layout;
+mod memory;
+mod reclaim;
+mod segments;
+
+pub(crate) use index::{Hash, Hit, Loc, Locked, Pos, BUCKET_BYTES};
+pub(crate) use item::{Item, Place, ACCESS_SHIFT, FETCHED, KEPT, STALE, WON};
+pub(crate) use layout::{Shape, MAX_HEADER};
+pub(crate) use segments::{Block, Short};
+
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::epoch::{Domain, Pinned};
+use crate::sync::mutant::{self, Mutant};
+use crate::sync::{Mutex, PayloadArc};
+use index::{Index, MAX_OFFSET};
+use reclaim::Patience;
+use segments::{Lane, Segments, Step};
+use std::fmt;
+
+/// How an engine is laid out.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan {
+    /// The budget: segments, large objects and index.
+    pub capacity: usize,
+    /// Bytes per segment.
+    pub seg_size: usize,
+    /// Write lanes.
+    pub lanes: usize,
+    /// Items keep CAS words.
+    pub use_cas: bool,
+    /// Evict when full.
+    pub eviction: bool,
+}
+
+/// The index may take about this share of the budget: one slot per 128 bytes of cache.
+const INDEX_SHARE: usize = 16;
+
+/// The largest power of two not above `n` (at least 1).
+fn prev_power_of_two(n: usize) -> usize {
+    1 << (usize::BITS - 1 - n.max(1).leading_zeros())
+}
+
+/// Why [`Engine::publish`] did not publish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unpublished {
+    /// The CAS does not fit the item's 4-byte CAS word: rewrite it wide.
+    Wide,
+    /// The index has no slot for the key and eviction is off.
+    IndexFull,
+}
+
+/// What one eviction did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Evicted {
+    /// Items unlinked for room.
+    pub evicted: u64,
+    /// Expired items unlinked.
+    pub expired: u64,
+}
+
+/// The segment store (see the module docs).
+pub(crate) struct Engine {
+    segs: Segments,
+    index: Index,
+    domain: Domain,
+    /// The last CAS handed out.
+    seq: AtomicU64,
+    /// Where the eviction puts the items it keeps.
+    keep_lane: Mutex<Lane>,
+    /// Set by the first read that marks an item seen: from then on the eviction's lane is
+    /// given a segment ahead of the writers' lanes (a cache nobody reads keeps nothing, and
+    /// spends no segment on it).
+    keep_armed: AtomicBool,
+    use_cas: bool,
+    eviction: bool,
+    evicted: AtomicU64,
+    expired: AtomicU64,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("segs", &self.segs)
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine with `plan`, or why not.
+    pub(crate) fn new(plan: Plan) -> Result<Self, &'static str> {
+        let seg_size = plan.seg_size;
+        if seg_size % 4 != 0 || !(64..=MAX_OFFSET).contains(&seg_size) {
+            return Err("segment size");
+        }
+        // A power of two near one slot per 128 bytes of cache (at most 1.4 times that), and
+        // room for a segment beside it.
+        let near = plan.capacity * 14 / 10 / INDEX_SHARE / BUCKET_BYTES;
+        let room = plan.capacity.saturating_sub(seg_size) / BUCKET_BYTES;
+        let max_buckets = prev_power_of_two(near.min(room).max(1));
+        // Start small (a sixty-fourth of the most), doubling as items come: a cache of large
+        // values keeps its room for them.
+        let buckets = (max_buckets / 64).max(1);
+        // Both buckets of a key lie in one lock stripe, their numbers differing above the
+        // stripe's bits: a quarter of the first table's buckets leaves them four choices.
+        let locks = (buckets / 4).clamp(1, 1024);
+        let index = Index::new(buckets, max_buckets, locks).ok_or("index memory")?;
+        let count = (plan.capacity.saturating_sub(buckets * BUCKET_BYTES) / seg_size).max(1);
+        let max_large = plan.capacity / seg_size + 1;
+        let segs = Segments::new(seg_size, count, max_large, plan.capacity, plan.lanes)
+            .ok_or("segment memory")?;
+        Ok(Self {
+            segs,
+            index,
+            domain: Domain::per_thread(),
+            seq: AtomicU64::new(0),
+            keep_lane: Mutex::new(Lane::default()),
+            keep_armed: AtomicBool::new(false),
+            use_cas: plan.use_cas,
+            eviction: plan.eviction,
+            evicted: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+        })
+    }
+
+    /// Pins the calling thread: what it finds stays readable until the pin drops.
+    #[inline]
+    pub(crate) fn pin(&self) -> Pinned {
+        self.domain.pin()
+    }
+
+    /// `key`'s hash.
+    #[inline]
+    pub(crate) fn hash(&self, key: &[u8]) -> Hash {
+        self.index.hash(key)
+    }
+
+    /// The item at `loc`, if it is still there (a large object may be gone).
+    #[inline]
+    pub(crate) fn item_at(&self, loc: Loc) -> Option<Item<'_>> {
+        let place = if self.segs.is_large(loc.seg) {
+            Place::Block {
+                block: self.segs.large(loc.seg)?,
+                loc: Some(loc),
+            }
+        } else {
+            Place::Seg {
+                memory: self.segs.memory(),
+                loc,
+                at: self.segs.at(loc),
+            }
+        };
+        Some(Item::read(place, self.use_cas))
+    }
+
+    /// The CAS of a published item.
+    pub(crate) fn cas_of(&self, item: &Item<'_>) -> u64 {
+        item.cas(item.loc().map_or(0, |loc| self.segs.cas_base(loc.seg)))
+    }
+
+    /// `key`'s item (published, live or not) and its slot. The caller is pinned.
+    #[inline]
+    pub(crate) fn find(&self, _pin: &Pinned, hash: Hash, key: &[u8]) -> Option<(Item<'_>, Hit)> {
+        let memory = self.segs.memory();
+        let (mut in_segment, mut large) = (None, None);
+        let hit = self.index.find(hash, |loc| {
+            if self.segs.is_large(loc.seg) {
+                large = self.item_at(loc).filter(|item| item.key_is(key));
+                return large.is_some();
+            }
+            let at = self.segs.at(loc);
+            in_segment = Item::key_shape(memory, at, self.use_cas, key).map(|s| (loc, at, s));
+            in_segment.is_some()
+        })?;
+        let item = match in_segment {
+            Some((loc, at, shape)) => Item::in_segment(memory, loc, at, shape),
+            None => large?,
+        };
+        Some((item, hit))
+    }
+
+    /// Marks a found item as read (for eviction's second chance).
+    #[inline]
+    pub(crate) fn mark_seen(&self, hit: &Hit) {
+        if !hit.seen() {
+            self.index.mark_seen(hit);
+            // Relaxed (both): a hint, written once.
+            if !self.keep_armed.load(Ordering::Relaxed) {
+                self.keep_armed.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes a counted hold on a found item's segment (a large object is held by its block).
+    pub(crate) fn hold(&self, item: &Item<'_>) {
+        if let (None, Some(loc)) = (item.block(), item.loc()) {
+            self.segs.hold(loc.seg);
+        }
+    }
+
+    /// Lets a counted hold go.
+    pub(crate) fn unhold(&self, item: &Item<'_>) {
+        if let (None, Some(loc)) = (item.block(), item.loc()) {
+            self.segs.unhold(loc.seg);
+        }
+    }
+
+    /// Lets an allocation go (it may still be linked).
+    pub(crate) fn drop_writer(&self, item: &Item<'_>) {
+        if let Some(loc) = item.loc() {
+            self.segs.drop_writer(loc.seg);
+        }
+    }
+
+    /// A new item of `shape` for `key` (header and key written, value not), holding a writer
+    /// on its segment or large object; `Short` when no room could be made.
+    pub(crate) fn reserve(
+        &self,
+        shape: Shape,
+        key: &[u8],
+        exptime: u32,
+        flags: u32,
+        now: u32,
+        patient: bool,
+    ) -> Result<Item<'_>, Short> {
+        let size = shape.size();
+        let mut patience = if patient {
+            Patience::new()
+        } else {
+            Patience::brief()
+        };
+        let place = if size <= self.segs.seg_size() {
+            let loc = loop {
+                if let Some(loc) = self.segs.reserve(size) {
+                    break loc;
+                }
+                let seg = self.fresh_segment(now, &mut patience)?;
+                self.segs.install(seg);
+            };
+            Place::Seg {
+                memory: self.segs.memory(),
+                loc,
+                at: self.segs.at(loc),
+            }
+        } else {
+            loop {
+                self.index.clear_stale();
+                match self.segs.take_large(
+                    size,
+                    self.index.charged(),
+                    self.eviction,
+                    now,
+                    self.seq_now(),
+                ) {
+                    Ok((seg, block)) => {
+                        break Place::Block {
+                            block,
+                            loc: Some(Loc { seg, off: 0 }),
+                        }
+                    }
+                    Err(step) => self.follow(step, &mut patience, now)?,
+                }
+            }
+        };
+        Ok(Item::write(place, shape, key, exptime, flags))
+    }
+
+    /// A detached item (outside the segments, not charged): what `allocate` hands out when no
+    /// segment has room, stored later by copying.
+    pub(crate) fn detached(
+        &self,
+        shape: Shape,
+        key: &[u8],
+        exptime: u32,
+        flags: u32,
+    ) -> Option<Item<'_>> {
+        let block = PayloadArc::new(Block::detached(shape.size())?);
+        let place = Place::Block { block, loc: None };
+        Some(Item::write(place, shape, key, exptime, flags))
+    }
+
+    fn seq_now(&self) -> u64 {
+        // Relaxed: a base for CAS words, taken before any CAS counted from it is handed out
+        // (the counter only grows).
+        self.seq.load(Ordering::Relaxed)
+    }
+
+    /// The next CAS (0 when CAS is off). Writers of one key take it under its bucket locks,
+    /// so a key's CAS only grows.
+    pub(crate) fn next_cas(&self) -> u64 {
+        if !self.use_cas {
+            return 0;
+        }
+        // Relaxed: only uniqueness and order per key matter (per key, under its locks).
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A segment for a lane: free, fresh, or made by evicting. The eviction's lane, once
+    /// armed and when empty, gets one first.
+    fn fresh_segment(&self, now: u32, patience: &mut Patience) -> Result<u32, Short> {
+        loop {
+            self.index.clear_stale();
+            match self
+                .segs
+                .take(self.index.charged(), self.eviction, now, self.seq_now())
+            {
+                Ok(seg) if self.wants_keep_segment() => self.segs.give(&self.keep_lane, seg),
+                Ok(seg) => return Ok(seg),
+                Err(step) => self.follow(step, patience, now)?,
+            }
+        }
+    }
+
+    fn wants_keep_segment(&self) -> bool {
+        // Relaxed: a hint (see `keep_armed`).
+        self.keep_armed.load(Ordering::Relaxed)
+            && self.eviction
+            && self.segs.count() >= 4
+            && self.segs.lane_empty(&self.keep_lane)
+    }
+
+    /// Helps grace periods end (a writer that let go of what it held, before it retries).
+    pub(crate) fn drive(&self) {
+        reclaim::drive();
+    }
+
+    /// Notes that `item` (linked) may now live until `exptime` (touch).
+    pub(crate) fn note_expiry(&self, item: &Item<'_>, exptime: u32) {
+        if let Some(loc) = item.loc() {
+            self.segs.note_expiry(loc.seg, exptime);
+        }
+    }
+
+    fn follow(&self, step: Step, patience: &mut Patience, now: u32) -> Result<(), Short> {
+        match step {
+            Step::Evict(seg) => {
+                self.evict(seg, now);
+                Ok(())
+            }
+            Step::Wait if patience.wait() => Ok(()),
+            Step::Stuck if self.segs.seal_lanes() || patience.stuck() => Ok(()),
+            Step::Full => Err(Short::NoMemory),
+            Step::Wait | Step::Stuck => Err(Short::Busy),
+        }
+    }
+
+    /// Locks `hash`'s buckets for a write, first moving a few buckets of a doubling under way.
+    pub(crate) fn lock(&self, hash: Hash) -> Locked<'_> {
+        if self.index.growing() {
+            self.index.migrate(2, |loc| self.hash_at(loc));
+        }
+        self.index.lock(hash)
+    }
+
+    /// The hash of the key of the linked item at `loc`.
+    fn hash_at(&self, loc: Loc) -> Hash {
+        let item = self.item_at(loc).expect("a linked item exists");
+        let mut key = [0; 256];
+        let n = item.key_into(&mut key);
+        self.hash(&key[..n])
+    }
+
+    /// `key`'s item under `locked`, with its slot.
+    pub(crate) fn current<'l>(
+        &'l self,
+        locked: &Locked<'l>,
+        key: &[u8],
+    ) -> Option<(Pos, Hit, Item<'l>)> {
+        let mut found = None;
+        let (pos, hit) = locked.find(|loc| match self.item_at(loc) {
+            Some(item) if item.key_is(key) => {
+                found = Some(item);
+                true
+            }
+            _ => false,
+        })?;
+        Some((pos, hit, found?))
+    }
+
+    /// Publishes `item` (reserved, unpublished, of the locked key) with `meta` as its meta
+    /// word, in place of `old` or in a new slot: stamps its CAS (a new one, or `cas` kept from
+    /// the item it replaces), stores the slot, updates the counts. Returns the CAS and whether
+    /// the index wants to grow, or why not.
+    pub(crate) fn publish(
+        &self,
+        locked: &Locked<'_>,
+        old: Option<(Pos, &Item<'_>)>,
+        item: &Item<'_>,
+        meta: u32,
+        cas: Option<u64>,
+    ) -> Result<(u64, bool), Unpublished> {
+        let loc = item.loc().expect("a placed item");
+        if old.is_none() && !self.eviction && !locked.has_room() {
+            return Err(Unpublished::IndexFull);
+        }
+        let cas = cas.unwrap_or_else(|| self.next_cas());
+        if !item.stamp(cas, self.segs.cas_base(loc.seg), meta) {
+            return Err(Unpublished::Wide);
+        }
+        self.segs.link(loc.seg, item.size());
+        self.segs.note_expiry(loc.seg, item.exptime());
+        let grow = match old {
+            Some((pos, old)) => {
+                locked.replace(pos, loc);
+                self.dead(old);
+                false
+            }
+            None => {
+                let (victim, grow) = locked.insert(loc);
+                if let Some(victim) = victim {
+                    // The index had no room for the key: an item gives way.
+                    if let Some(gone) = self.item_at(victim) {
+                        self.dead(&gone);
+                    }
+                    // Relaxed: a statistic.
+                    self.evicted.fetch_add(1, Ordering::Relaxed);
+                }
+                grow
+            }
+        };
+        Ok((cas, grow))
+    }
+
+    /// Unlinks the item at `pos` (of the locked key).
+    pub(crate) fn unlink(&self, locked: &Locked<'_>, pos: Pos, item: &Item<'_>) {
+        locked.remove(pos);
+        self.dead(item);
+    }
+
+    /// An item was unlinked: its segment counts it no more.
+    fn dead(&self, item: &Item<'_>) {
+        if let Some(loc) = item.loc() {
+            self.segs.unlink(loc.seg, item.size());
+        }
+    }
+
+    /// Doubles the index if it asked to and the budget can make room (after a write, with no
+    /// lock held).
+    pub(crate) fn grow(&self, now: u32) {
+        // Brief: a write that finds no room for the index goes on without the doubling (the
+        // next one that asks tries again).
+        let mut patience = Patience::brief();
+        loop {
+            self.index.clear_stale();
+            if !self.index.wants_growth() {
+                return;
+            }
+            let room = self.segs.charge(
+                self.index.growth_bytes(),
+                self.index.charged(),
+                self.eviction,
+                now,
+            );
+            let went_on = match room {
+                Ok(()) if self.index.start_growth() => return,
+                // The last doubling's old table waits for its grace period (which needs the
+                // collector driven: writes do not pin), or another thread migrates.
+                Ok(()) => patience.wait(),
+                Err(step) => self.follow(step, &mut patience, now).is_ok(),
+            };
+            if !went_on {
+                return;
+            }
+        }
+    }
+
+    /// Evicts `seg` (see the module docs).
+    fn evict(&self, seg: u32, now: u32) {
+        let used = self.segs.used(seg);
+        let mut off = 0;
+        let mut done = Evicted::default();
+        let mut key = [0u8; 256];
+        while off < used {
+            let loc = Loc {
+                seg,
+                off: off as u32,
+            };
+            let Some(item) = self.item_at(loc) else { break };
+            off += item.size();
+            if !item.published() {
+                continue;
+            }
+            let n = item.key_into(&mut key);
+            let locked = self.lock(self.hash(&key[..n]));
+            let found = if mutant::active(Mutant::EvictionUnlinksByKey) {
+                self.current(&locked, &key[..n])
+            } else {
+                locked
+                    .find_loc(loc)
+                    .map(|(pos, hit)| (pos, hit, item.clone()))
+            };
+            let Some((pos, hit, item)) = found else {
+                continue;
+            };
+            let exptime = item.exptime();
+            if exptime != 0 && exptime <= now {
+                self.unlink(&locked, pos, &item);
+                done.expired += 1;
+            } else if !(hit.seen() && self.keep(&locked, pos, &item)) {
+                self.unlink(&locked, pos, &item);
+                done.evicted += 1;
+            }
+        }
+        self.segs.evicted(seg);
+        // Relaxed (both): statistics.
+        self.evicted.fetch_add(done.evicted, Ordering::Relaxed);
+        self.expired.fetch_add(done.expired, Ordering::Relaxed);
+    }
+
+    /// Copies a read, small item of an evicting segment into the eviction's lane and relinks
+    /// it there; false when it is too large to keep or no free segment is at hand.
+    fn keep(&self, locked: &Locked<'_>, pos: Pos, item: &Item<'_>) -> bool {
+        let seg_size = self.segs.seg_size();
+        if item.size() > seg_size / 8 || self.segs.count() < 4 {
+            return false;
+        }
+        let cas = self.cas_of(item);
+        // Kept items carry their CAS whole: it is older than their new segment's base.
+        let shape = Shape {
+            wide: item.shape().cas,
+            ..item.shape()
+        };
+        let Some(loc) = self.segs.reserve_in(
+            &self.keep_lane,
+            shape.size(),
+            self.index.charged(),
+            self.seq_now(),
+        ) else {
+            return false;
+        };
+        let place = Place::Seg {
+            memory: self.segs.memory(),
+            loc,
+            at: self.segs.at(loc),
+        };
+        let mut key = [0u8; 256];
+        let n = item.key_into(&mut key);
+        let copy = Item::write(place, shape, &key[..n], item.exptime(), item.flags());
+        copy.copy_value(0, item, 0, shape.vlen());
+        // Relaxed: the meta word is the item's own; a racing note of a read may be lost.
+        let meta = item.meta().load(Ordering::Relaxed);
+        if !copy.stamp(cas, self.segs.cas_base(loc.seg), meta) {
+            return false;
+        }
+        self.segs.link(loc.seg, copy.size());
+        self.segs.note_expiry(loc.seg, copy.exptime());
+        locked.move_to(pos, loc, false);
+        self.dead(item);
+        true
+    }
+
+    /// Items unlinked for room and expired items unlinked by evictions, since the start.
+    pub(crate) fn eviction_counts(&self) -> Evicted {
+        // Relaxed (both): statistics.
+        Evicted {
+            evicted: self.evicted.load(Ordering::Relaxed),
+            expired: self.expired.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Live items and their bytes.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        self.segs.totals()
+    }
+
+    /// Unlinks every item `dead` says is dead, bucket by bucket; returns how many went.
+    pub(crate) fn sweep(&self, mut dead: impl FnMut(&Item<'_>) -> bool) -> u64 {
+        self.index.retain(
+            |loc| self.hash_at(loc),
+            |loc| match self.item_at(loc) {
+                Some(item) if dead(&item) => {
+                    self.dead(&item);
+                    false
+                }
+                Some(_) => true,
+                None => false,
+            },
+        )
+    }
+
+    /// Frees what waits for grace periods as far as no other thread is pinned (shutdown).
+    pub(crate) fn reclaim(&self) {
+        reclaim::drive();
+        self.index.clear_stale();
+    }
+}

@@ -1,0 +1,243 @@
+//! loom models of the segment store (`mcb_core::store`), each run on the real code (`check`)
+//! and on a deliberately broken variant it must reject (`caught`): a slot published before its
+//! item's bytes, a segment reused under a pinned reader, an eviction racing a get and a set of
+//! the same key, and a counted hold racing the reuse of its segment.
+//!
+//! The stores are tiny (64-byte segments, one index bucket) and filled before the model's
+//! threads start, so that one write of a thread is what evicts and reuses a segment. A store
+//! operation is many modelled steps, so these models allow loom more branches per execution
+//! than its default (`LOOM_MAX_BRANCHES`, which a run may still set).
+
+#![cfg(mcb_loom)]
+
+use mcb_core::store::{Config, ManualClock, Store, StoreOp};
+use mcb_core::sync::atomic::{AtomicBool, Ordering};
+use mcb_core::sync::mutant::Mutant;
+use mcb_core::sync::{thread, Arc};
+use mcb_model_tests::{caught, check as check_one};
+
+/// Runs a model on the real code with room for the store's many steps.
+fn check<F: Fn() + Sync + Send + 'static>(model: F) {
+    more_branches();
+    check_one(model);
+}
+
+/// Raises loom's branch bound for these models (and their broken variants' child processes).
+fn more_branches() {
+    if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
+        std::env::set_var("LOOM_MAX_BRANCHES", "20000");
+    }
+}
+
+/// Three 64-byte segments (each holds three 20-byte items: a 12-byte header, a 1-byte key and
+/// a 6-byte value), one index bucket, one lane.
+fn tiny_store() -> Arc<Store> {
+    let config = Config {
+        cache_size: 256,
+        item_size_max: 64,
+        segment_size: 64,
+        lanes: 1,
+        ..Config::default()
+    };
+    Arc::new(Store::new(config, Box::new(ManualClock::new(1))).expect("a tiny store"))
+}
+
+fn set(store: &Store, key: &[u8], value: &[u8]) {
+    let item = store.item(key, value, 0, 0).expect("room");
+    store.store(&item, StoreOp::Set).expect("stored");
+}
+
+/// A writer stores a key while a reader gets it: the reader sees nothing or the whole item
+/// (its value's second word included), never a slot whose item is not written yet.
+fn slot_after_bytes() {
+    let store = tiny_store();
+    let writer = {
+        let store = store.clone();
+        thread::spawn(move || set(&store, b"k", b"abcdef"))
+    };
+    if let Some(item) = store.get(b"k") {
+        assert_eq!(item.value(), b"abcdef", "an item read before its bytes");
+    }
+    writer.join().expect("writer");
+}
+
+#[test]
+fn store_publishes_a_slot_after_its_item() {
+    check(slot_after_bytes);
+}
+
+#[test]
+fn store_publishes_a_slot_after_its_item_catches_a_relaxed_slot_store() {
+    more_branches();
+    caught(
+        Mutant::SlotPublishedRelaxed,
+        "an item read before its bytes",
+        slot_after_bytes,
+    );
+}
+
+/// Two segments (one index bucket): `k` and two more keys in the first, three in the second,
+/// so that the next write must evict the first segment (`k`'s) and reuse it.
+fn full_store() -> Arc<Store> {
+    let config = Config {
+        cache_size: 192,
+        item_size_max: 64,
+        segment_size: 64,
+        lanes: 1,
+        ..Config::default()
+    };
+    let store = Arc::new(Store::new(config, Box::new(ManualClock::new(1))).expect("a tiny store"));
+    set(&store, b"k", b"aaaaaa");
+    for key in [b"1", b"2", b"3", b"4", b"5"] {
+        set(&store, key, b"......");
+    }
+    store
+}
+
+/// A pinned reader reads `k` while a writer's store evicts `k`'s segment and reuses it: the
+/// reader reads `k` whole (the segment is reused only after the reader unpinned).
+fn reuse_after_grace() {
+    let store = full_store();
+    let writer = {
+        let store = store.clone();
+        thread::spawn(move || set(&store, b"6", b"zzzzzz"))
+    };
+    {
+        let pin = store.pin();
+        if let Some(item) = store.get_pinned(&pin, b"k") {
+            assert_eq!(item.value(), b"aaaaaa", "a segment reused under a reader");
+        };
+    }
+    writer.join().expect("writer");
+}
+
+#[test]
+fn store_reuses_a_segment_after_its_grace_period() {
+    check(reuse_after_grace);
+}
+
+#[test]
+fn store_reuses_a_segment_after_its_grace_period_catches_reuse_without_grace() {
+    more_branches();
+    caught(
+        Mutant::ReuseSkipsGrace,
+        "a segment reused under a reader",
+        reuse_after_grace,
+    );
+}
+
+/// A reader holds `k` by a counted hold (as a foreign host does) and reads it after it
+/// unpinned, while a writer's store evicts `k`'s segment and tries to reuse it: the hold keeps
+/// the segment from reuse until it is let go (the writer may then give up). The reader looks
+/// at a flag the writer raises when done before it reads, so that loom tries the writer first
+/// (its reduction otherwise misses that order: the writer's own reads of the segment come
+/// between the reader's reads and the writer's writes).
+fn hold_blocks_reuse() {
+    let store = full_store();
+    let token = store.into_token(store.get(b"k").expect("k is stored"));
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (store, done) = (store.clone(), done.clone());
+        thread::spawn(move || {
+            // Room may be short while the reader holds `k`'s segment.
+            let _ = store
+                .item(b"6", b"zzzzzz", 0, 0)
+                .and_then(|item| store.store(&item, StoreOp::Set));
+            // Release: pairs with the reader's Acquire load.
+            done.store(true, Ordering::Release);
+        })
+    };
+    // Acquire: see above (whatever it reads, the hold must keep the bytes).
+    let _ = done.load(Ordering::Acquire);
+    store.with_token(token, |item| {
+        assert_eq!(item.value(), b"aaaaaa", "a held item's segment reused");
+    });
+    store.release_token(token);
+    writer.join().expect("writer");
+}
+
+#[test]
+fn store_counted_hold_blocks_reuse() {
+    check(hold_blocks_reuse);
+}
+
+#[test]
+fn store_counted_hold_blocks_reuse_catches_reuse_ignoring_holds() {
+    more_branches();
+    caught(
+        Mutant::ReuseSkipsHolds,
+        "a held item's segment reused",
+        hold_blocks_reuse,
+    );
+}
+
+/// Three segments: `k` in the first (its other items replaced since), the second full, the
+/// third holding an allocation of `k`'s new value (not stored yet: it keeps that segment from
+/// eviction) and full; the allocation as a token.
+fn store_with_new_k() -> (Arc<Store>, u64) {
+    let config = Config {
+        cache_size: 256,
+        item_size_max: 64,
+        segment_size: 64,
+        lanes: 1,
+        ..Config::default()
+    };
+    let store = Arc::new(Store::new(config, Box::new(ManualClock::new(1))).expect("a tiny store"));
+    set(&store, b"k", b"aaaaaa");
+    for key in [b"1", b"2", b"3", b"4", b"5"] {
+        set(&store, key, b"......");
+    }
+    let new = store.item(b"k", b"bbbbbb", 0, 0).expect("room");
+    let token = store.into_token(new);
+    set(&store, b"1", b"......");
+    set(&store, b"2", b"......");
+    (store, token)
+}
+
+/// One writer's store evicts `k`'s segment while another stores `k` anew (its allocation, in
+/// place) and a reader gets it: the reader sees the old value, the new one or none, and once
+/// both are done `k` holds the new value (the eviction unlinks only the slot that names the
+/// evicted item).
+fn eviction_races_get_and_set() {
+    let (store, new_k) = store_with_new_k();
+    let setter = {
+        let store = store.clone();
+        thread::spawn(move || {
+            store.with_token(new_k, |item| {
+                store.store(item, StoreOp::Set).expect("stored")
+            });
+            store.release_token(new_k);
+        })
+    };
+    let evictor = {
+        let store = store.clone();
+        thread::spawn(move || set(&store, b"6", b"zzzzzz"))
+    };
+    if let Some(item) = store.get(b"k") {
+        let value = item.value();
+        assert!(value == b"aaaaaa" || value == b"bbbbbb", "read {value:?}");
+    }
+    evictor.join().expect("evictor");
+    setter.join().expect("setter");
+    let value = store.get(b"k").map(|item| item.value());
+    assert_eq!(
+        value.as_deref(),
+        Some(&b"bbbbbb"[..]),
+        "a set lost to an eviction"
+    );
+}
+
+#[test]
+fn store_eviction_races_a_get_and_a_set() {
+    check(eviction_races_get_and_set);
+}
+
+#[test]
+fn store_eviction_races_a_get_and_a_set_catches_unlinking_by_key() {
+    more_branches();
+    caught(
+        Mutant::EvictionUnlinksByKey,
+        "a set lost to an eviction",
+        eviction_races_get_and_set,
+    );
+}
