@@ -409,3 +409,31 @@ fn scrub_takes_back_expired_items_and_keeps_live_ones() {
     assert_eq!((stats.curr_items, stats.reclaimed), (1, 1));
     assert_eq!(value(&s, "forever").as_deref(), Some("v"));
 }
+
+/// Items cross the C boundary as tokens (`ffi`'s storage engine), segment items and large ones.
+#[test]
+fn tokens_round_trip_for_segment_items_and_large_ones() {
+    let config = Config {
+        item_size_max: 4 << 20,
+        ..Config::default()
+    };
+    let store = Store::new(config, Box::new(ManualClock::new(1))).unwrap();
+    let small = store.item(b"small", b"v", 0, 0).unwrap();
+    let large = store.item(b"large", &vec![7; 2 << 20], 0, 0).unwrap();
+    assert!(small.in_segment() && !large.in_segment());
+    for item in [small, large] {
+        let key = item.key();
+        let token = store.into_token(item);
+        assert_ne!(token, 0);
+        store.with_token(token, |item| {
+            assert_eq!(item.key(), key);
+            store.store(item, StoreOp::Set).unwrap();
+        });
+        store.release_token(token);
+        let got = store.get(&key).unwrap();
+        let token = store.into_token(got);
+        store.with_token(token, |item| assert_eq!(item.key(), key));
+        store.release_token(token);
+    }
+    assert_eq!(store.get(b"large").unwrap().value_len(), 2 << 20);
+}

@@ -252,7 +252,7 @@ impl Store {
             Err(Short::NoMemory | Short::Busy) => return Err(Error::NoMemory),
         };
         Ok(ItemRef {
-            store: self,
+            engine: &self.engine,
             item,
             hold: Hold::Writer,
         })
@@ -503,7 +503,7 @@ impl Store {
         }
         self.engine.hold(&item);
         Some(ItemRef {
-            store: self,
+            engine: &self.engine,
             item,
             hold: Hold::Counted,
         })
@@ -525,7 +525,7 @@ impl Store {
         found.map(|item| {
             self.engine.hold(&item);
             ItemRef {
-                store: self,
+                engine: &self.engine,
                 item,
                 hold: Hold::Counted,
             }
@@ -537,7 +537,7 @@ impl Store {
     #[inline]
     pub fn get_pinned<'p>(&'p self, pin: &'p Pin<'_>, key: &[u8]) -> Option<ItemRef<'p>> {
         self.find_live(&pin.guard, key).map(|item| ItemRef {
-            store: self,
+            engine: &self.engine,
             item,
             hold: Hold::Pinned,
         })
@@ -625,7 +625,7 @@ impl Store {
                 // Linked under the locks, so its segment cannot be reused before the hold counts.
                 self.engine.hold(item);
                 return Some(ItemRef {
-                    store: self,
+                    engine: &self.engine,
                     item: item.clone(),
                     hold: Hold::Counted,
                 });
@@ -751,5 +751,32 @@ impl Store {
     /// when no other thread uses the store, so that a leak checker finds nothing left.
     pub fn reclaim(&self) {
         self.engine.reclaim();
+    }
+}
+
+/// Items as tokens for the C boundary (the encoding is [`Blocks`]'s, in `token.rs`).
+impl Store {
+    /// The token of `item`, whose hold now goes with the token.
+    pub fn into_token(&self, item: ItemRef<'_>) -> u64 {
+        self.blocks.token_of(item)
+    }
+
+    /// The item of `token` (from [`Store::into_token`], not released), for one call; its hold
+    /// stays with the token.
+    pub fn with_token<R>(&self, token: u64, f: impl FnOnce(&ItemRef<'_>) -> R) -> R {
+        let mut item = self.token_item(token, false);
+        let result = f(&item);
+        item.hold = Hold::Pinned;
+        result
+    }
+
+    /// Gives back `token`'s hold (memcached's `release`).
+    pub fn release_token(&self, token: u64) {
+        drop(self.token_item(token, true));
+    }
+
+    fn token_item(&self, token: u64, take: bool) -> ItemRef<'_> {
+        self.blocks
+            .token_item(&self.engine, self.config.use_cas, token, take)
     }
 }

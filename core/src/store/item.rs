@@ -8,11 +8,13 @@
 //! link it in place. The bytes are read by copying (every access to segment memory is
 //! atomic); the C boundary reads them through raw pointers instead ([`ItemRef::raw_parts`]).
 
-use super::meta::ACCESS_UPDATE;
-use super::seg::{Item, ACCESS_SHIFT, FETCHED, KEPT, MAX_HEADER, STALE, WON};
-use super::Store;
+use super::seg::{Engine, Item, ACCESS_SHIFT, FETCHED, KEPT, MAX_HEADER, STALE, WON};
 use crate::sync::atomic::Ordering;
 use std::fmt;
+
+/// As memcached's `ITEM_UPDATE_INTERVAL`: an item's access time is rewritten by a fetch only
+/// once it is this many seconds old.
+pub(crate) const ACCESS_UPDATE: RelTime = 60;
 
 /// Seconds on the host's clock (memcached's `rel_time_t`); an expiry of 0 means never.
 pub type RelTime = u32;
@@ -35,7 +37,8 @@ pub(crate) enum Hold {
 /// An item handed out by the store (see the module docs). Letting it go (drop) gives its hold
 /// back.
 pub struct ItemRef<'s> {
-    pub(crate) store: &'s Store,
+    /// The segments the item lies in (its hold is theirs).
+    pub(crate) engine: &'s Engine,
     pub(crate) item: Item<'s>,
     pub(crate) hold: Hold,
 }
@@ -55,7 +58,7 @@ impl fmt::Debug for ItemRef<'_> {
 
 impl Drop for ItemRef<'_> {
     fn drop(&mut self) {
-        let engine = &self.store.engine;
+        let engine = self.engine;
         match self.hold {
             Hold::Writer => engine.drop_writer(&self.item),
             Hold::Counted => engine.unhold(&self.item),
@@ -116,7 +119,7 @@ impl<'s> ItemRef<'s> {
     /// Its CAS: the expected one before a store (as the caller set it), its unique one after.
     pub fn cas(&self) -> u64 {
         if self.item.published() {
-            self.store.engine.cas_of(&self.item)
+            self.engine.cas_of(&self.item)
         } else {
             self.item.expected_cas()
         }

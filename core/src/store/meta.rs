@@ -20,10 +20,6 @@ use super::item::{ItemRef, RelTime};
 use super::seg::{STALE, WON};
 use super::stats::Counter;
 
-/// As memcached's `ITEM_UPDATE_INTERVAL`: an item's access time is rewritten by a fetch only
-/// once it is this many seconds old.
-pub(crate) const ACCESS_UPDATE: RelTime = 60;
-
 /// Whether a fetch was handed the recache token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Token {

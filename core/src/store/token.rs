@@ -10,8 +10,7 @@
 //! holds: the boundary passes back exactly the tokens it was given, each released once.
 
 use super::item::{Hold, ItemRef};
-use super::seg::{Block, Item, Loc, Place};
-use super::Store;
+use super::seg::{Block, Engine, Item, Loc, Place};
 use crate::sync::{Mutex, PayloadArc};
 use std::fmt;
 
@@ -56,9 +55,9 @@ impl fmt::Debug for Blocks {
     }
 }
 
-impl Store {
+impl Blocks {
     /// The token of `item`, whose hold now goes with the token (see the module docs).
-    pub fn into_token(&self, item: ItemRef<'_>) -> u64 {
+    pub(crate) fn token_of(&self, item: ItemRef<'_>) -> u64 {
         let hold = item.hold;
         let token = match (item.item.block(), item.item.loc()) {
             (None, Some(loc)) => {
@@ -66,7 +65,7 @@ impl Store {
             }
             (block, loc) => {
                 let block = block.expect("an item out of the segments lies in a block");
-                let mut slots = self.blocks.slots.lock();
+                let mut slots = self.slots.lock();
                 let entry = Some((PayloadArc::clone(block), loc, hold));
                 let slot = match slots.free.pop() {
                     Some(slot) => {
@@ -87,24 +86,18 @@ impl Store {
         token
     }
 
-    /// The item of `token` (from [`Store::into_token`], not released), for one call; its hold
-    /// stays with the token.
-    pub fn with_token<R>(&self, token: u64, f: impl FnOnce(&ItemRef<'_>) -> R) -> R {
-        let mut item = self.token_item(token, false);
-        let result = f(&item);
-        item.hold = Hold::Pinned;
-        result
-    }
-
-    /// Gives back `token`'s hold (memcached's `release`).
-    pub fn release_token(&self, token: u64) {
-        drop(self.token_item(token, true));
-    }
-
-    fn token_item(&self, token: u64, take: bool) -> ItemRef<'_> {
+    /// The item of `token` (from [`Blocks::token_of`], not released) in `engine`'s segments
+    /// or this table; with `take`, its slot here is given back (memcached's `release`).
+    pub(crate) fn token_item<'s>(
+        &self,
+        engine: &'s Engine,
+        use_cas: bool,
+        token: u64,
+        take: bool,
+    ) -> ItemRef<'s> {
         let (item, hold) = if token & BLOCK != 0 {
             let slot = (token & !BLOCK) as usize;
-            let mut slots = self.blocks.slots.lock();
+            let mut slots = self.slots.lock();
             let (block, loc, hold) = if take {
                 let entry = slots.held[slot].take().expect("a held token");
                 slots.free.push(slot);
@@ -114,52 +107,15 @@ impl Store {
             };
             drop(slots);
             let place = Place::Block { block, loc };
-            (Item::read(place, self.config().use_cas), hold)
+            (Item::read(place, use_cas), hold)
         } else {
             let loc = Loc {
                 seg: ((token >> SEG_SHIFT) & ((1 << (HOLD_SHIFT - SEG_SHIFT)) - 1)) as u32,
                 off: (token & ((1 << SEG_SHIFT) - 1)) as u32,
             };
-            let item = self.engine.item_at(loc).expect("a segment item");
+            let item = engine.item_at(loc).expect("a segment item");
             (item, hold_of(token >> HOLD_SHIFT & 3))
         };
-        ItemRef {
-            store: self,
-            item,
-            hold,
-        }
-    }
-}
-
-#[cfg(all(test, not(mcb_loom)))]
-mod tests {
-    use super::*;
-    use crate::store::{Config, ManualClock, StoreOp};
-
-    #[test]
-    fn tokens_round_trip_for_segment_items_and_large_ones() {
-        let config = Config {
-            item_size_max: 4 << 20,
-            ..Config::default()
-        };
-        let store = Store::new(config, Box::new(ManualClock::new(1))).unwrap();
-        let small = store.item(b"small", b"v", 0, 0).unwrap();
-        let large = store.item(b"large", &vec![7; 2 << 20], 0, 0).unwrap();
-        assert!(small.in_segment() && !large.in_segment());
-        for item in [small, large] {
-            let key = item.key();
-            let token = store.into_token(item);
-            assert_ne!(token, 0);
-            store.with_token(token, |item| {
-                assert_eq!(item.key(), key);
-                store.store(item, StoreOp::Set).unwrap();
-            });
-            store.release_token(token);
-            let got = store.get(&key).unwrap();
-            let token = store.into_token(got);
-            store.with_token(token, |item| assert_eq!(item.key(), key));
-            store.release_token(token);
-        }
-        assert_eq!(store.get(b"large").unwrap().value_len(), 2 << 20);
+        ItemRef { engine, item, hold }
     }
 }

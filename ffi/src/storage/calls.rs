@@ -4,7 +4,7 @@
 //! and each successful `get` hands out one, with a hold on the item, which the host gives back
 //! with `release`.
 
-use super::instance::{engine, store as store_of, Store};
+use super::instance::{engine, store as store_of, value_of, Store};
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire;
@@ -49,14 +49,6 @@ fn to_host(store: &Store, item: ItemRef<'_>) -> *mut item {
 /// The token behind a pointer the host holds.
 fn token(item: *const item) -> u64 {
     item as usize as u64
-}
-
-/// The bytes of a value the caller holds (an item the store keeps unchanged while held).
-pub(super) fn value_of<'a>(item: &'a ItemRef<'_>) -> &'a [u8] {
-    let (_, value) = item.raw_parts();
-    // SAFETY: the store writes a held item's value bytes never (they change only once the
-    // segment is reused, which the hold prevents); `value_len` bytes lie there.
-    unsafe { std::slice::from_raw_parts(value.cast_const(), item.value_len()) }
 }
 
 /// Runs `call` with a handle's store (see [`store_of`]); ENGINE_FAILED for a handle not yet

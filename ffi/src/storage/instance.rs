@@ -4,6 +4,7 @@
 
 use super::host::HostApi;
 use crate::abi::*;
+use mcb_core::store::ItemRef;
 use std::sync::OnceLock;
 
 /// The store.
@@ -42,4 +43,12 @@ pub(super) unsafe fn engine<'a>(handle: *mut ENGINE_HANDLE) -> Option<&'a Storag
 pub(super) unsafe fn store<'a>(handle: *mut ENGINE_HANDLE) -> Option<&'a Store> {
     // SAFETY: the caller's contract.
     unsafe { engine(handle) }?.store.get()
+}
+
+/// The bytes of a value the caller holds (an item the store keeps unchanged while held).
+pub(super) fn value_of<'a>(item: &'a ItemRef<'_>) -> &'a [u8] {
+    let (_, value) = item.raw_parts();
+    // SAFETY: the store writes a held item's value bytes never (they change only once the
+    // segment is reused, which the hold prevents); `value_len` bytes lie there.
+    unsafe { std::slice::from_raw_parts(value.cast_const(), item.value_len()) }
 }

@@ -3,7 +3,7 @@
 //! recache token (`mcb_core::store::Store::meta_get`).
 
 use super::host::HostApi;
-use super::instance::Store;
+use super::instance::{value_of, Store};
 use crate::abi::*;
 use crate::meta_ext::*;
 use crate::wire::Packet;
@@ -79,7 +79,7 @@ pub(crate) fn command(
             ext[13..].copy_from_slice(&hit.idle.to_be_bytes());
             send(
                 &ext,
-                super::calls::value_of(item),
+                value_of(item),
                 PROTOCOL_BINARY_RESPONSE_SUCCESS,
                 item.cas(),
             )
