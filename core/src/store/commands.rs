@@ -754,7 +754,7 @@ impl Store {
     }
 }
 
-/// Items as tokens for the C boundary (the encoding is [`Blocks`]'s, in `token.rs`).
+/// Items as tokens for the C boundary (the encoding is `token.rs`'s).
 impl Store {
     /// The token of `item`, whose hold now goes with the token.
     pub fn into_token(&self, item: ItemRef<'_>) -> u64 {
