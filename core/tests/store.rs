@@ -437,3 +437,19 @@ fn tokens_round_trip_for_segment_items_and_large_ones() {
     }
     assert_eq!(store.get(b"large").unwrap().value_len(), 2 << 20);
 }
+
+#[test]
+fn a_cache_far_from_full_evicts_nothing_while_its_index_grows() {
+    // 64 MiB holds ~500k small items; 100k must all stay (the index doubles under them).
+    const N: usize = 100_000;
+    let (s, _) = store();
+    for i in 0..N {
+        let key = format!("key:{i}");
+        put(&s, &key, &key, StoreOp::Set).unwrap();
+    }
+    let st = s.stats();
+    let missing = (0..N)
+        .filter(|i| s.get(format!("key:{i}").as_bytes()).is_none())
+        .count();
+    assert_eq!((st.evictions, st.curr_items, missing), (0, N as u64, 0));
+}

@@ -121,12 +121,14 @@ impl Engine {
         let near = plan.capacity * 14 / 10 / INDEX_SHARE / BUCKET_BYTES;
         let room = plan.capacity.saturating_sub(seg_size) / BUCKET_BYTES;
         let max_buckets = prev_power_of_two(near.min(room).max(1));
-        // Start small (a sixty-fourth of the most), doubling as items come: a cache of large
+        // Start small (a sixteenth of the most), doubling as items come: a cache of large
         // values keeps its room for them.
-        let buckets = (max_buckets / 64).max(1);
+        let buckets = (max_buckets / 16).max(1);
         // Both buckets of a key lie in one lock stripe, their numbers differing above the
-        // stripe's bits: a quarter of the first table's buckets leaves them four choices.
-        let locks = (buckets / 4).clamp(1, 1024);
+        // stripe's bits: a sixteenth of the first table's buckets leaves a key's second bucket
+        // one of fifteen, and a displaced slot as many places to go (with four, a fifth of the
+        // pairs filled at half the table's load: evictions in a cache far from full).
+        let locks = (buckets / 16).clamp(1, 1024);
         let index = Index::new(buckets, max_buckets, locks).ok_or("index memory")?;
         let count = (plan.capacity.saturating_sub(buckets * BUCKET_BYTES) / seg_size).max(1);
         let max_large = plan.capacity / seg_size + 1;
@@ -370,7 +372,7 @@ impl Engine {
     /// Locks `hash`'s buckets for a write, first moving a few buckets of a doubling under way.
     pub(crate) fn lock(&self, hash: Hash) -> Locked<'_> {
         if self.index.growing() {
-            self.index.migrate(2, |loc| self.hash_at(loc));
+            self.index.migrate(8, |loc| self.hash_at(loc));
         }
         self.index.lock(hash)
     }
