@@ -12,10 +12,9 @@
 mod classic;
 mod common;
 
-use common::{test_engine, Server, TIMEOUT};
+use common::{test_engine, Memcached, Server, TIMEOUT};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
 
 /// Requests (`\r\n` written out) and memcached 1.6.18's answers, in order, on one connection of a
 /// fresh server. `$CAS` in a request is the last CAS an answer reported, `$BIG` 2 MiB of data,
@@ -495,57 +494,12 @@ fn meta_commands_answer_as_memcached_does() {
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
-/// Debian's memcached on a free loopback port, killed on drop.
-struct Memcached(Child);
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Memcached {
-    /// Starts Debian's memcached with its defaults; `None` when there is none to start and
-    /// `MCB_REQUIRE_MEMCACHED` is not set (`what` says what is then left unchecked).
-    fn start(what: &str) -> Option<(Memcached, u16)> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let mut command = Command::new("memcached");
-        command.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]);
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            command.args(["-u", "nobody"]);
-        }
-        let child = match command.stdout(Stdio::null()).spawn() {
-            Ok(child) => Memcached(child),
-            Err(e) if std::env::var_os("MCB_REQUIRE_MEMCACHED").is_none() => {
-                eprintln!("memcached not started ({e}): {what} is not checked against it");
-                return None;
-            }
-            Err(e) => panic!("memcached: {e}"),
-        };
-        // memcached says nothing when it listens: wait until it accepts (or gives up).
-        let deadline = std::time::Instant::now() + TIMEOUT;
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "memcached never listened"
-            );
-            std::thread::yield_now();
-        }
-        Some((child, port))
-    }
-}
-
 #[test]
 fn the_transcript_is_memcacheds() {
-    let Some((memcached, port)) = Memcached::start("the transcript") else {
+    let Some(memcached) = Memcached::start(&[], "the transcript") else {
         return;
     };
-    let mismatches = replay(port);
+    let mismatches = replay(memcached.port);
     drop(memcached);
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
@@ -580,7 +534,7 @@ fn stat_names(port: u16, group: &str) -> (std::collections::BTreeSet<String>, St
 /// gives too (but ours alone, listed here), and each group ends as memcached's does.
 #[test]
 fn the_stats_groups_have_memcacheds_names() {
-    let Some((memcached, port)) = Memcached::start("the stats names") else {
+    let Some(memcached) = Memcached::start(&[], "the stats names") else {
         return;
     };
     let server = Server::start(&[]);
@@ -600,7 +554,7 @@ fn the_stats_groups_have_memcacheds_names() {
         ("conns", &[]),
         ("sizes", &[]),
     ] {
-        let (theirs, their_end) = stat_names(port, group);
+        let (theirs, their_end) = stat_names(memcached.port, group);
         let (ours, our_end) = stat_names(server.port, group);
         let unknown: Vec<&String> = ours
             .iter()

@@ -1,6 +1,7 @@
 //! Shared by the host's tests: the engines (the C test engine built with make, and
-//! libbucket_engine.so built by cargo), a server on an ephemeral loopback port killed on drop,
-//! and small binary and ASCII clients with timeouts on every read.
+//! libbucket_engine.so built by cargo), a server on an ephemeral loopback port killed on drop
+//! (and Debian's memcached, to compare with), a process's memory figures, and small binary and
+//! ASCII clients with timeouts on every read.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
@@ -8,7 +9,7 @@
 use mcb_testkit::c_harness::{self, Variant};
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -89,16 +90,12 @@ impl Server {
 
     /// A number from the server's `/proc/PID/status` (`VmRSS` in KiB, `Threads`).
     pub fn status(&self, field: &str) -> u64 {
-        let text = fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("status");
-        text.lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no {field} in /proc/PID/status"))
+        status(self.pid(), field)
     }
 
     /// The server's resident memory, in bytes.
     pub fn rss(&self) -> u64 {
-        self.status("VmRSS") * 1024
+        Memory::of(self.pid()).rss
     }
 
     /// Sends `signal` to the server.
@@ -124,11 +121,7 @@ impl Server {
     }
 
     pub fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        s.set_read_timeout(Some(TIMEOUT)).expect("timeout");
-        s.set_write_timeout(Some(TIMEOUT)).expect("timeout");
-        s.set_nodelay(true).expect("nodelay");
-        s
+        connect(self.port)
     }
 
     pub fn binary(&self) -> Bin {
@@ -155,6 +148,100 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A connection to a server on the loopback `port`, with [`TIMEOUT`] on reads and writes.
+pub fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(TIMEOUT)).expect("timeout");
+    s.set_write_timeout(Some(TIMEOUT)).expect("timeout");
+    s.set_nodelay(true).expect("nodelay");
+    s
+}
+
+/// A number from `/proc/PID/status` (`VmRSS` in KiB, `Threads`).
+pub fn status(pid: u32, field: &str) -> u64 {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/PID/status"))
+}
+
+/// A process's resident set now and at its peak (since it started or [`Memory::reset_peak`]),
+/// in bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Memory {
+    pub rss: u64,
+    pub peak: u64,
+}
+
+impl Memory {
+    pub fn of(pid: u32) -> Memory {
+        Memory {
+            rss: status(pid, "VmRSS") << 10,
+            peak: status(pid, "VmHWM") << 10,
+        }
+    }
+
+    /// Lowers the peak of `pid` to its resident set now (proc(5), `clear_refs` 5), so that a
+    /// phase's peak is its own.
+    pub fn reset_peak(pid: u32) {
+        fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset VmHWM");
+    }
+}
+
+/// Debian's memcached on a free loopback port, killed on drop.
+pub struct Memcached {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Memcached {
+    /// Starts the `memcached` on the PATH with `args`; `None` when there is none to start and
+    /// `MCB_REQUIRE_MEMCACHED` is not set (`what` says what is then left unchecked).
+    pub fn start(args: &[&str], what: &str) -> Option<Memcached> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut command = Command::new("memcached");
+        command.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]);
+        command.args(args);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            command.args(["-u", "nobody"]);
+        }
+        let child = match command.stdout(Stdio::null()).spawn() {
+            Ok(child) => Memcached { child, port },
+            Err(e) if std::env::var_os("MCB_REQUIRE_MEMCACHED").is_none() => {
+                eprintln!("memcached not started ({e}): {what} is not checked against it");
+                return None;
+            }
+            Err(e) => panic!("memcached: {e}"),
+        };
+        // memcached says nothing when it listens: wait until it accepts (or gives up).
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "memcached never listened"
+            );
+            std::thread::yield_now();
+        }
+        Some(child)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
