@@ -29,7 +29,10 @@
 //!   (S3-FIFO), plain LRU (our L1 alone), moka (TinyLFU) and quick_cache (CLOCK-Pro-like).
 
 use criterion::{BenchmarkId, Throughput};
-use mcb_benches::{criterion, print_ratios, results_dir, thread_counts, time_threads, Rng};
+use mcb_benches::{
+    criterion, next_key, print_hit_ratios, print_ratios, results_dir, thread_counts, time_threads,
+    wanted, zipf,
+};
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, Promotion, L2};
 use std::cell::Cell;
@@ -47,24 +50,6 @@ type Load = fn() -> Result<Loaded<u64>, String>;
 /// The peers, keyed by bytes as ours is.
 type Quick = quick_cache::sync::Cache<Box<[u8]>, PayloadArc<u64>>;
 type Moka = moka::sync::Cache<Box<[u8]>, PayloadArc<u64>>;
-
-/// `count` key indices in `0..n`, Zipf-distributed with exponent `s` (inverse of the CDF).
-fn zipf(n: usize, s: f64, count: usize, seed: u64) -> Vec<u64> {
-    let mut cdf: Vec<f64> = (1..=n).map(|rank| 1.0 / (rank as f64).powf(s)).collect();
-    let mut sum = 0.0;
-    for weight in &mut cdf {
-        sum += *weight;
-        *weight = sum;
-    }
-    let mut rng = Rng(seed);
-    (0..count)
-        .map(|_| {
-            // One draw per key (drawn inside the search's predicate, each step would draw anew).
-            let u = rng.unit() * sum;
-            cdf.partition_point(|&c| c < u) as u64
-        })
-        .collect()
-}
 
 fn key(k: u64) -> [u8; 8] {
     k.to_le_bytes()
@@ -189,19 +174,6 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
     print_ratios(results, group_name, &pairs);
-}
-
-thread_local! {
-    static CURSOR: Cell<usize> = const { Cell::new(0) };
-}
-
-/// The next key of this thread's walk through `trace`.
-fn next_key(trace: &[u64]) -> u64 {
-    CURSOR.with(|c| {
-        let i = c.get();
-        c.set(i.wrapping_add(7919));
-        trace[i % trace.len()]
-    })
 }
 
 /// The sides of a Zipf group by name, each timed on its operation from 1, 2 and N threads;
@@ -360,27 +332,6 @@ fn zipf_evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_
     print_hit_ratios(&workload, "hit_ratio_evicting", &names, &hits, trace.len());
 }
 
-/// Prints each side's hit ratio (`hits` out of `requests`, in the order of `names`), then the
-/// first side's against each other one, as ratios named `ratio_name`.
-fn print_hit_ratios(
-    workload: &str,
-    ratio_name: &str,
-    names: &[&str],
-    hits: &[usize],
-    requests: usize,
-) {
-    let ratio = |h: usize| h as f64 / requests as f64;
-    for (name, &h) in names.iter().zip(hits) {
-        println!("hit ratio {workload}: {name} {:.3}", ratio(h));
-    }
-    for (name, &h) in names.iter().zip(hits).skip(1) {
-        println!(
-            "ratio {ratio_name}: ours is {:.2}x the hit ratio of {name}",
-            ratio(hits[0]) / ratio(h)
-        );
-    }
-}
-
 /// Runs `round` on 64 threads released together, `iters` times; returns the time spent.
 fn sixty_four_at_once(iters: u64, round: impl Fn(u64) + Sync) -> Duration {
     let mut total = Duration::ZERO;
@@ -491,21 +442,6 @@ fn hit_ratios(quick_run: bool) {
     let names = ["ours (L2, S3-FIFO)", "LRU", "moka", "quick_cache"];
     let workload = format!("zipf_s0.9_100k_keys+scan, capacity {capacity}");
     print_hit_ratios(&workload, "hit_ratio", &names, &hits, trace.len());
-}
-
-/// Whether the command line's filter (criterion's positional argument, a regex, here matched
-/// as alternatives of plain substrings) leaves anything of `group` to run: a group's setup and its untimed hit ratios
-/// are skipped with its benches, so that a profile of one row holds that row alone.
-fn wanted(group: &str) -> bool {
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let matches = |alternative: &str| {
-        let f = alternative.trim_start_matches('^').trim_end_matches('$');
-        group.contains(f) || f.starts_with(group)
-    };
-    filters.is_empty() || filters.iter().any(|f| f.split('|').any(matches))
 }
 
 fn main() {

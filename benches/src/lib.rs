@@ -4,6 +4,7 @@
 
 use criterion::Criterion;
 use mcb_core::bucket::{Engine, Env};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -216,4 +217,71 @@ pub fn print_ratios(results: &Path, group: &str, pairs: &[(String, String)]) {
             );
         }
     }
+}
+
+/// `count` key indices in `0..n`, Zipf-distributed with exponent `s` (inverse of the CDF).
+pub fn zipf(n: usize, s: f64, count: usize, seed: u64) -> Vec<u64> {
+    let mut cdf: Vec<f64> = (1..=n).map(|rank| 1.0 / (rank as f64).powf(s)).collect();
+    let mut sum = 0.0;
+    for weight in &mut cdf {
+        sum += *weight;
+        *weight = sum;
+    }
+    let mut rng = Rng(seed);
+    (0..count)
+        .map(|_| {
+            // One draw per key (drawn inside the search's predicate, each step would draw anew).
+            let u = rng.unit() * sum;
+            cdf.partition_point(|&c| c < u) as u64
+        })
+        .collect()
+}
+
+thread_local! {
+    static CURSOR: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The next key of this thread's walk through `trace`.
+pub fn next_key(trace: &[u64]) -> u64 {
+    CURSOR.with(|c| {
+        let i = c.get();
+        c.set(i.wrapping_add(7919));
+        trace[i % trace.len()]
+    })
+}
+
+/// Prints each side's hit ratio (`hits` out of `requests`, in the order of `names`), then the
+/// first side's against each other one, as ratios named `ratio_name`.
+pub fn print_hit_ratios(
+    workload: &str,
+    ratio_name: &str,
+    names: &[&str],
+    hits: &[usize],
+    requests: usize,
+) {
+    let ratio = |h: usize| h as f64 / requests as f64;
+    for (name, &h) in names.iter().zip(hits) {
+        println!("hit ratio {workload}: {name} {:.3}", ratio(h));
+    }
+    for (name, &h) in names.iter().zip(hits).skip(1) {
+        println!(
+            "ratio {ratio_name}: ours is {:.2}x the hit ratio of {name}",
+            ratio(hits[0]) / ratio(h)
+        );
+    }
+}
+
+/// Whether the command line's filter (criterion's positional argument, a regex, here matched
+/// as alternatives of plain substrings) leaves anything of `group` to run: a group's setup and its untimed hit ratios
+/// are skipped with its benches, so that a profile of one row holds that row alone.
+pub fn wanted(group: &str) -> bool {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let matches = |alternative: &str| {
+        let f = alternative.trim_start_matches('^').trim_end_matches('$');
+        group.contains(f) || f.starts_with(group)
+    };
+    filters.is_empty() || filters.iter().any(|f| f.split('|').any(matches))
 }
