@@ -453,3 +453,16 @@ fn a_cache_far_from_full_evicts_nothing_while_its_index_grows() {
         .count();
     assert_eq!((st.evictions, st.curr_items, missing), (0, N as u64, 0));
 }
+
+#[test]
+fn a_cache_between_powers_of_two_fills_its_segments_with_small_items() {
+    // 22 MiB: the segments hold about 169,000 items of a 12-byte key and a 100-byte value;
+    // an index rounded down to 131,072 slots kept about 124,000 of them.
+    let (s, _) = store_with(|c| c.cache_size = 22 << 20);
+    let value = "v".repeat(100);
+    for i in 0..200_000 {
+        put(&s, &format!("key:{i:08}"), &value, StoreOp::Set).unwrap();
+    }
+    let kept = s.stats().curr_items;
+    assert!(kept > 155_000, "{kept} items kept");
+}
