@@ -13,11 +13,15 @@
 //! - **Read**: pinned, hash once, read the bucket line(s), compare the tag, then the key in the
 //!   segment (Acquire on the slot): two dependent misses, no lock, nothing written but a clear
 //!   frequency bit.
-//! - **Evict**: the oldest sealed segment with no writer (one whose items all expired first,
-//!   among the oldest few) is walked: each item still linked is unlinked, or, when it was read
-//!   since it was written and is small, copied into the eviction's own lane and relinked (the
-//!   items a FIFO would lose though they are used). The segment then retires: one grace period
-//!   for the whole segment, and its memory stays charged until it is reused.
+//! - **Evict**: S3-FIFO by whole segments. New items fill the small queue's segments, items
+//!   an eviction keeps the main queue's; the victim is the small queue's oldest sealed segment
+//!   with no writer while that queue holds over a tenth of the sealed segments, else the main
+//!   queue's (one whose items all expired first, among the oldest few). It is walked: each item
+//!   still linked is unlinked, or, when it was read since it was written and is small, copied
+//!   into the eviction's own lane (the main queue) and relinked: an item written once and not
+//!   read leaves after a tenth of the cache's writes, a used one stays. The segment then
+//!   retires: one grace period for the whole segment, and its memory stays charged until it
+//!   is reused.
 
 mod index;
 mod item;

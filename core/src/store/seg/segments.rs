@@ -1,7 +1,8 @@
 //! The cache's memory as fixed-size segments, and the life of each one.
 //!
 //! The segments are one mapping, taken once; a segment goes from free to open (a write lane
-//! appends items to it), to sealed (full: in the eviction queue), to evicting (its live items
+//! appends items to it), to sealed (full: in an eviction queue, the small one for new items,
+//! the main one for those an eviction kept), to evicting (its live items
 //! being unlinked or moved on), to retired (nothing links into it; a grace period runs), and
 //! back to free once its grace period ended and no counted hold (an item a foreign host holds)
 //! is left on it. Segments go wherever writes go: no lane or shard owns a share.
@@ -12,7 +13,7 @@
 //! makes it: a segment whose items all died (replaced, deleted) is reclaimed without eviction.
 //!
 //! Items larger than a segment are large objects: a mapping each, charged at its size, in the
-//! same eviction queue, numbered after the segments. The budget, `capacity` bytes, bounds the
+//! small eviction queue, numbered after the segments. The budget, `capacity` bytes, bounds the
 //! segments charged (open, sealed, retired and free ones alike: their pages stay resident),
 //! the large objects (until their memory is freed) and the index.
 
@@ -121,6 +122,25 @@ impl Drop for Block {
     }
 }
 
+/// What a look into one eviction queue found.
+enum Picked {
+    /// A victim, now evicting.
+    Seg(u32),
+    /// Nothing evictable there.
+    None,
+    /// A victim changed under the pick (the next try looks again).
+    Raced,
+}
+
+impl Picked {
+    fn seg(self) -> Option<u32> {
+        match self {
+            Picked::Seg(seg) => Some(seg),
+            Picked::None | Picked::Raced => None,
+        }
+    }
+}
+
 /// Why no room could be made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Short {
@@ -131,11 +151,17 @@ pub(crate) enum Short {
     Busy,
 }
 
-/// The free lists and the eviction queue.
+/// Above this share of the sealed segments, the small queue gives the next victim.
+const SMALL_SHARE: usize = 10;
+
+/// The free lists and the eviction queues.
 #[derive(Debug)]
 struct Pool {
-    /// Sealed segments and large objects with the life they were sealed in, oldest first.
+    /// The small queue: sealed segments of new items and large objects, with the life they
+    /// were sealed in, oldest first.
     queue: VecDeque<(u32, u32)>,
+    /// The main queue: sealed segments of items an eviction kept (read since written).
+    main: VecDeque<(u32, u32)>,
     /// Retired segments waiting for their grace period and holds.
     pending: Vec<u32>,
     /// Reusable segments (charged).
@@ -221,6 +247,7 @@ impl Segments {
             large_bytes: PayloadArc::new(AtomicUsize::new(0)),
             pool: Mutex::new(Pool {
                 queue: VecDeque::with_capacity(all),
+                main: VecDeque::with_capacity(count),
                 pending: Vec::with_capacity(count),
                 free: Vec::with_capacity(count),
                 fresh: 0,
@@ -411,7 +438,7 @@ impl Segments {
             lane.seg = None;
             let used = lane.cursor;
             drop(lane);
-            self.seal(seg, used);
+            self.seal(seg, used, false);
         }
         None
     }
@@ -461,7 +488,7 @@ impl Segments {
                 });
             }
             lane.seg = None;
-            self.seal(seg, lane.cursor);
+            self.seal(seg, lane.cursor, true);
         }
         let seg = self.take(index_bytes, false, 0, cas_base).ok()?;
         lane.seg = Some(seg);
@@ -469,15 +496,22 @@ impl Segments {
         Some(Loc { seg, off: 0 })
     }
 
-    /// Seals an open segment after `used` bytes: into the eviction queue, or retired at once
-    /// when nothing in it lives.
-    pub(crate) fn seal(&self, seg: u32, used: usize) {
+    /// Seals an open segment after `used` bytes: into an eviction queue (the main one for the
+    /// eviction's own lane), or retired at once when nothing in it lives.
+    pub(crate) fn seal(&self, seg: u32, used: usize, main: bool) {
         let meta = self.meta(seg);
         // Relaxed: published by the state change below (Release).
         meta.used.store(used as u32, Ordering::Relaxed);
         // Relaxed: the segment's life is the sealer's to read (set when it opened).
         let life = meta.life.load(Ordering::Relaxed);
-        self.pool.lock().queue.push_back((seg, life));
+        let mut pool = self.pool.lock();
+        if main {
+            &mut pool.main
+        } else {
+            &mut pool.queue
+        }
+        .push_back((seg, life));
+        drop(pool);
         // AcqRel: Release publishes `used`; Acquire as in `unlink`.
         let now = meta
             .word
@@ -501,7 +535,7 @@ impl Segments {
                 lane.seg = None;
                 let used = lane.cursor;
                 drop(lane);
-                self.seal(seg, used);
+                self.seal(seg, used, false);
                 sealed = true;
             }
         }
@@ -666,21 +700,41 @@ impl Segments {
         Ok((seg, block))
     }
 
-    /// The oldest evictable sealed segment (expired ones first, among the oldest few), now
-    /// evicting; `None` if every sealed one has writers.
+    /// The next victim, now evicting: S3-FIFO's choice at segment granularity. New items fill
+    /// the small queue; an eviction keeps what was read since written in the main queue.
+    /// While the small queue holds more than a tenth of the sealed segments its oldest goes
+    /// first (an item written once and not read again leaves after a tenth of the cache's
+    /// writes, not after all of them), else the main queue's oldest; the other queue when
+    /// the first has nothing evictable. `None` if every sealed segment has writers.
     fn pick_victim(&self, pool: &mut Pool, now: u32) -> Option<u32> {
+        let small = pool.queue.len();
+        let small_first = small * SMALL_SHARE > small + pool.main.len();
+        let (first, second) = if small_first {
+            (&mut pool.queue, &mut pool.main)
+        } else {
+            (&mut pool.main, &mut pool.queue)
+        };
+        match self.pick_in(first, now) {
+            Picked::None => self.pick_in(second, now).seg(),
+            picked => picked.seg(),
+        }
+    }
+
+    /// The oldest evictable sealed segment of `queue` (expired ones first, among the oldest
+    /// few), now evicting.
+    fn pick_in(&self, queue: &mut VecDeque<(u32, u32)>, now: u32) -> Picked {
         const LOOK: usize = 8;
         let mut chosen = None;
         let mut i = 0;
-        while i < pool.queue.len() && i < LOOK {
-            let (seg, life) = pool.queue[i];
+        while i < queue.len() && i < LOOK {
+            let (seg, life) = queue[i];
             let meta = self.meta(seg);
             // Relaxed: the life changes only while the segment is free or opening, under
             // this lock or before it was queued.
             // Acquire: see `state`.
             let word = meta.word.load(Ordering::Acquire);
             if meta.life.load(Ordering::Relaxed) != life || state_of(word) != State::Sealed {
-                pool.queue.remove(i);
+                queue.remove(i);
                 continue;
             }
             if writers(word) == 0 {
@@ -695,8 +749,10 @@ impl Segments {
             }
             i += 1;
         }
-        let (i, word) = chosen?;
-        let (seg, _) = pool.queue[i];
+        let Some((i, word)) = chosen else {
+            return Picked::None;
+        };
+        let (seg, _) = queue[i];
         // AcqRel: Acquire: the walk reads what the segment's writers wrote; fails if a writer
         // or an unlink changed the word since (then the next try looks again).
         if self
@@ -710,10 +766,10 @@ impl Segments {
             )
             .is_err()
         {
-            return None;
+            return Picked::Raced;
         }
-        pool.queue.remove(i);
-        Some(seg)
+        queue.remove(i);
+        Picked::Seg(seg)
     }
 
     /// Ends an eviction: nothing links into `seg` any more; it retires.
