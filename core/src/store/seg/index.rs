@@ -987,7 +987,7 @@ mod tests {
         let hash_of = |l: Loc| index.hash(&keys[l.seg as usize]);
         let mut gone = std::collections::HashSet::new();
         let mut stored = 0;
-        let mut check = |stored: usize, gone: &std::collections::HashSet<usize>| {
+        let check = |stored: usize, gone: &std::collections::HashSet<usize>| {
             let missing: Vec<usize> = (0..stored)
                 .filter(|&i| !gone.contains(&i) && !get(&index, &keys, i))
                 .collect();
