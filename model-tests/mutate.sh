@@ -100,6 +100,9 @@ add destroy-ignores-holds core/src/bucket/registry.rs bucket \
     'let held = handle.is_held() && !mutant::active(Mutant::DestroyIgnoresHolds);' \
     'let held = false;' \
     "the worker destroys the engine as the delete completes, while an item of it is held"
+add namespace-bump-relaxed core/src/tiers/namespace.rs tiers \
+    'fetch_add(1, Ordering::Release) + 1' 'fetch_add(1, Ordering::Relaxed) + 1' \
+    "generation bump Release to Relaxed: a reader that sees the bump may tag an older L2 read with it"
 add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
     'let held = h.caches > 0 ||' 'let held = true ||' \
     "a new cache of a name takes the slot of dropped ones: their L1 copies outlive them"
