@@ -103,6 +103,10 @@ add destroy-ignores-holds core/src/bucket/registry.rs bucket \
 add namespace-bump-relaxed core/src/tiers/namespace.rs tiers \
     'fetch_add(1, Ordering::Release) + 1' 'fetch_add(1, Ordering::Relaxed) + 1' \
     "generation bump Release to Relaxed: a reader that sees the bump may tag an older L2 read with it"
+add access-stamp-load-store core/src/store/item.rs meta \
+    $'            let _ = self\n                .item\n                .meta()\n                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {\n                    Some(word & KEPT | FETCHED | at << ACCESS_SHIFT)\n                });' \
+    $'            let word = self.item.meta().load(Ordering::Relaxed);\n            self.item.meta().store(word & KEPT | FETCHED | at << ACCESS_SHIFT, Ordering::Relaxed);' \
+    "access stamp a load then a store, not one RMW: a fetch a minute later erases another's token win; two clients get W"
 add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
     'let held = h.caches > 0 ||' 'let held = true ||' \
     "a new cache of a name takes the slot of dropped ones: their L1 copies outlive them"
