@@ -107,6 +107,13 @@ add access-stamp-load-store core/src/store/item.rs meta \
     $'            let _ = self\n                .item\n                .meta()\n                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {\n                    Some(word & KEPT | FETCHED | at << ACCESS_SHIFT)\n                });' \
     $'            let word = self.item.meta().load(Ordering::Relaxed);\n            self.item.meta().store(word & KEPT | FETCHED | at << ACCESS_SHIFT, Ordering::Relaxed);' \
     "access stamp a load then a store, not one RMW: a fetch a minute later erases another's token win; two clients get W"
+add l2-batch-not-flushed core/src/tiers/l2.rs tiers \
+    $'        #[cfg(not(mcb_loom))]\n        guard.flush();\n' '' \
+    "a retired batch deferred without a flush: it waits in the retiring thread's bag, and an idle retirer keeps its bytes from every other writer"
+add l2-batch-uncharged-early core/src/tiers/l2.rs tiers \
+    'let bytes = std::mem::take(&mut state.retired_bytes);' \
+    'let bytes = std::mem::take(&mut state.retired_bytes) * 0;' \
+    "a batch's bytes uncharged when handed over, before its nodes are freed: the values alive outgrow the bound"
 add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
     'let held = h.caches > 0 ||' 'let held = true ||' \
     "a new cache of a name takes the slot of dropped ones: their L1 copies outlive them"
