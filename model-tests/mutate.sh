@@ -114,6 +114,25 @@ add l2-batch-uncharged-early core/src/tiers/l2.rs tiers \
     'let bytes = std::mem::take(&mut state.retired_bytes);' \
     'let bytes = std::mem::take(&mut state.retired_bytes) * 0;' \
     "a batch's bytes uncharged when handed over, before its nodes are freed: the values alive outgrow the bound"
+add seg-publish-relaxed core/src/store/seg/index.rs store \
+    $'Mutant::SlotPublishedRelaxed,\n            Ordering::Release,' \
+    $'Mutant::SlotPublishedRelaxed,\n            Ordering::Relaxed,' \
+    "slot publish Release to Relaxed: a reader can find the slot before the item's bytes"
+add seg-probe-relaxed core/src/store/seg/index.rs store \
+    'let value = words.at(word).load(Ordering::Acquire);' \
+    'let value = words.at(word).load(Ordering::Relaxed);' \
+    "reader's slot load Acquire to Relaxed: it can read the item's bytes from before they were written"
+add seg-reuse-grace-relaxed core/src/store/seg/segments.rs store \
+    'self.grace[seg].load(Ordering::Acquire)' 'self.grace[seg].load(Ordering::Relaxed)' \
+    "grace flag load Acquire to Relaxed: a segment reused need not follow the reads of its grace period"
+add seg-find-moved-relaxed core/src/store/seg/index.rs store \
+    'let moved = self.moved.load(Ordering::Acquire);' \
+    'let moved = self.moved.load(Ordering::Relaxed);' \
+    "reader's first move count load Acquire to Relaxed: it can probe a moved slot's buckets as before the move and miss"
+add seg-displace-moving-relaxed core/src/store/seg/index.rs store \
+    'index.moving.fetch_sub(1, Ordering::Release);' \
+    'index.moving.fetch_sub(1, Ordering::Relaxed);' \
+    "end of a move Release to Relaxed: a reader that sees no move running need not see the move counted, and misses"
 add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
     'let held = h.caches > 0 ||' 'let held = true ||' \
     "a new cache of a name takes the slot of dropped ones: their L1 copies outlive them"
@@ -171,6 +190,7 @@ echo "building and checking the unmodified code..." >&2
 loom bucket "$work/base-loom-bucket.log" || { echo "loom models fail on the real code" >&2; exit 1; }
 loom tiers "$work/base-loom-tiers.log" || { echo "loom models fail on the real code" >&2; exit 1; }
 loom meta "$work/base-loom-meta.log" || { echo "loom models fail on the real code" >&2; exit 1; }
+loom store "$work/base-loom-store.log" || { echo "loom models fail on the real code" >&2; exit 1; }
 std_tests "$work/base-std.log" || { echo "std tests fail on the real code" >&2; exit 1; }
 
 echo "| mutant | where | why it is a bug | loom models (real code) | std tests | result | seconds |"
