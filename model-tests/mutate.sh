@@ -100,6 +100,39 @@ add destroy-ignores-holds core/src/bucket/registry.rs bucket \
     'let held = handle.is_held() && !mutant::active(Mutant::DestroyIgnoresHolds);' \
     'let held = false;' \
     "the worker destroys the engine as the delete completes, while an item of it is held"
+add namespace-bump-relaxed core/src/tiers/namespace.rs tiers \
+    'fetch_add(1, Ordering::Release) + 1' 'fetch_add(1, Ordering::Relaxed) + 1' \
+    "generation bump Release to Relaxed: a reader that sees the bump may tag an older L2 read with it"
+add access-stamp-load-store core/src/store/item.rs meta \
+    $'            let _ = self\n                .item\n                .meta()\n                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {\n                    Some(word & KEPT | FETCHED | at << ACCESS_SHIFT)\n                });' \
+    $'            let word = self.item.meta().load(Ordering::Relaxed);\n            self.item.meta().store(word & KEPT | FETCHED | at << ACCESS_SHIFT, Ordering::Relaxed);' \
+    "access stamp a load then a store, not one RMW: a fetch a minute later erases another's token win; two clients get W"
+add l2-batch-not-flushed core/src/tiers/l2.rs tiers \
+    $'        #[cfg(not(mcb_loom))]\n        guard.flush();\n' '' \
+    "a retired batch deferred without a flush: it waits in the retiring thread's bag, and an idle retirer keeps its bytes from every other writer"
+add l2-batch-uncharged-early core/src/tiers/l2.rs tiers \
+    'let bytes = std::mem::take(&mut state.retired_bytes);' \
+    'let bytes = std::mem::take(&mut state.retired_bytes) * 0;' \
+    "a batch's bytes uncharged when handed over, before its nodes are freed: the values alive outgrow the bound"
+add seg-publish-relaxed core/src/store/seg/index.rs store \
+    $'Mutant::SlotPublishedRelaxed,\n            Ordering::Release,' \
+    $'Mutant::SlotPublishedRelaxed,\n            Ordering::Relaxed,' \
+    "slot publish Release to Relaxed: a reader can find the slot before the item's bytes"
+add seg-probe-relaxed core/src/store/seg/index.rs store \
+    'let value = words.at(word).load(Ordering::Acquire);' \
+    'let value = words.at(word).load(Ordering::Relaxed);' \
+    "reader's slot load Acquire to Relaxed: it can read the item's bytes from before they were written"
+add seg-reuse-grace-relaxed core/src/store/seg/segments.rs store \
+    'self.grace[seg].load(Ordering::Acquire)' 'self.grace[seg].load(Ordering::Relaxed)' \
+    "grace flag load Acquire to Relaxed: a segment reused need not follow the reads of its grace period"
+add seg-find-moved-relaxed core/src/store/seg/index.rs store \
+    'let moved = self.moved.load(Ordering::Acquire);' \
+    'let moved = self.moved.load(Ordering::Relaxed);' \
+    "reader's first move count load Acquire to Relaxed: it can probe a moved slot's buckets as before the move and miss"
+add seg-displace-moving-relaxed core/src/store/seg/index.rs store \
+    'index.moving.fetch_sub(1, Ordering::Release);' \
+    'index.moving.fetch_sub(1, Ordering::Relaxed);' \
+    "end of a move Release to Relaxed: a reader that sees no move running need not see the move counted, and misses"
 add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
     'let held = h.caches > 0 ||' 'let held = true ||' \
     "a new cache of a name takes the slot of dropped ones: their L1 copies outlive them"
@@ -157,6 +190,7 @@ echo "building and checking the unmodified code..." >&2
 loom bucket "$work/base-loom-bucket.log" || { echo "loom models fail on the real code" >&2; exit 1; }
 loom tiers "$work/base-loom-tiers.log" || { echo "loom models fail on the real code" >&2; exit 1; }
 loom meta "$work/base-loom-meta.log" || { echo "loom models fail on the real code" >&2; exit 1; }
+loom store "$work/base-loom-store.log" || { echo "loom models fail on the real code" >&2; exit 1; }
 std_tests "$work/base-std.log" || { echo "std tests fail on the real code" >&2; exit 1; }
 
 echo "| mutant | where | why it is a bug | loom models (real code) | std tests | result | seconds |"

@@ -1205,3 +1205,87 @@ fn second_hit_promotes_what_a_thread_reads_again() {
         assert_eq!(cache.get_with(b"j", len), Ok((Some(5), Level::L1)));
     });
 }
+
+/// A thread that retired a batch and then idles (pinning no more) keeps none of its bytes: the
+/// batch went to the collector's global queue at once, not to the thread's private bag, so
+/// another writer of the shard that needs the room frees it and stores.
+#[test]
+fn a_batch_retired_by_an_idle_thread_frees_room_for_another_writer() {
+    let clock = Clock::manual();
+    let cache = &Cache::new("t", store(128 << 10), options(&clock)).unwrap();
+    let (wake, idle) = mpsc::channel::<()>();
+    let (retired, has_retired) = mpsc::channel::<()>();
+    thread::scope(|s| {
+        s.spawn(move || {
+            let value = "v".repeat(1 << 10);
+            let keys: Vec<String> = (0..64).map(|i| format!("{i:02}")).collect();
+            for key in &keys {
+                cache.put(key.as_bytes(), value.clone()).unwrap();
+            }
+            // The 64th retirement hands the batch (about 70 KiB) to the collector.
+            for key in &keys {
+                cache.delete(key.as_bytes());
+            }
+            retired.send(()).unwrap();
+            idle.recv().unwrap();
+        });
+        has_retired.recv().unwrap();
+        // Fits only once the idle thread's batch is freed.
+        let stored = cache.put(b"big", "x".repeat(100 << 10));
+        wake.send(()).unwrap();
+        assert_eq!(stored, Ok(()), "the idle thread's batch kept the room");
+    });
+}
+
+/// A value that counts the bytes it stands for while it lives, and their peak.
+struct Counted(usize);
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+impl Counted {
+    fn new(bytes: usize) -> Self {
+        // Relaxed (both): one writer thread; read by it afterwards.
+        let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        Self(bytes)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        // Relaxed: see `new`.
+        LIVE.fetch_sub(self.0, Ordering::Relaxed);
+    }
+}
+
+/// A writer churning a full store: the values that live at once (stored, retired, or in a
+/// batch whose grace period has not ended) never weigh more than the store's bound, plus the
+/// one being written and the copy in the writer's L1 (of one entry); a batch's bytes stay
+/// charged until its nodes are freed.
+#[test]
+fn the_peak_of_live_values_stays_within_the_bound_while_batches_are_freed() {
+    const BOUND: usize = 256 << 10;
+    const VALUE: usize = 1 << 12;
+    let l2 = L2::with_shards(BOUND, 1)
+        .expect("valid")
+        .weigh_with(|v: &Counted| v.0);
+    let opts = Options {
+        clock: Clock::manual(),
+        l1_capacity: 1,
+        ..Options::default()
+    };
+    let cache = Cache::new("t", PayloadArc::new(l2), opts).unwrap();
+    for i in 0..4000 {
+        cache
+            .put(format!("{i:04}").as_bytes(), Counted::new(VALUE))
+            .unwrap();
+    }
+    // Relaxed: this thread's own counts.
+    let peak = PEAK.load(Ordering::Relaxed);
+    assert!(peak > BOUND / 2, "the store filled: {peak}");
+    assert!(
+        peak <= BOUND + 2 * VALUE,
+        "{peak} bytes of values lived at once"
+    );
+}

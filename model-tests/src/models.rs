@@ -30,6 +30,21 @@ where
     builder().check(model);
 }
 
+/// Runs `model` on the real code as [`check`] does, then again with the L2's retired nodes
+/// handed to the collector 64 at a time, as the std build does: with a batch of one, each
+/// write's handover runs SeqCst fences that would stand in for orderings the model checks.
+pub fn check_batched<F>(model: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let model = std::sync::Arc::new(model);
+    for batch in [1, 64] {
+        let _real = mutant::set_batched(Mutant::None, batch);
+        let model = model.clone();
+        builder().check(move || model());
+    }
+}
+
 /// Runs `model` with `bug` switched on and asserts that loom finds an interleaving that fails,
 /// with output containing `expected` (so an unrelated failure does not count).
 ///

@@ -7,7 +7,7 @@ use mcb_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use mcb_core::sync::mutant::Mutant;
 use mcb_core::sync::{thread, Arc, PayloadArc};
 use mcb_core::tiers::{Cache, CallOptions, Clock, Level, Loaded, Options, L2};
-use mcb_model_tests::{caught, check};
+use mcb_model_tests::{caught, check, check_batched};
 
 fn cache() -> Arc<Cache<u32>> {
     let l2 = L2::with_shards(1 << 12, 1).expect("valid");
@@ -212,7 +212,7 @@ fn l1_invalidation() -> impl Fn() + Sync + Send + 'static {
 
 #[test]
 fn tiers_l1_invalidation() {
-    check(l1_invalidation());
+    check_batched(l1_invalidation());
 }
 
 #[test]
@@ -230,7 +230,7 @@ fn l1_invalidation_by_delete() -> impl Fn() + Sync + Send + 'static {
 
 #[test]
 fn tiers_l1_invalidation_by_delete() {
-    check(l1_invalidation_by_delete());
+    check_batched(l1_invalidation_by_delete());
 }
 
 #[test]
@@ -248,7 +248,7 @@ fn l1_invalidation_by_purge() -> impl Fn() + Sync + Send + 'static {
 
 #[test]
 fn tiers_l1_invalidation_by_purge() {
-    check(l1_invalidation_by_purge());
+    check_batched(l1_invalidation_by_purge());
 }
 
 #[test]
@@ -292,7 +292,7 @@ fn l1_load_races_set() {
 
 #[test]
 fn tiers_l1_load_races_set() {
-    check(l1_load_races_set);
+    check_batched(l1_load_races_set);
 }
 
 #[test]
@@ -317,7 +317,7 @@ fn l1_shared_by_name() {
 
 #[test]
 fn tiers_l1_shared_by_name() {
-    check(l1_shared_by_name);
+    check_batched(l1_shared_by_name);
 }
 
 #[test]

@@ -109,12 +109,14 @@ pub fn ordering(bug: Mutant, real: Ordering, broken: Ordering) -> Ordering {
 #[cfg(mcb_loom)]
 mod switch {
     use super::Mutant;
-    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
     use std::sync::{Mutex, MutexGuard, PoisonError};
 
     // A std atomic on purpose: it is set before a model starts and never changes inside one,
     // so loom must not explore it.
     static ACTIVE: AtomicU8 = AtomicU8::new(Mutant::None as u8);
+    // The L2's retirement batch (see `retire_batch`), set and read like `ACTIVE`.
+    static RETIRE_BATCH: AtomicUsize = AtomicUsize::new(1);
 
     // Models run one at a time: the switch is global, and a test harness runs tests in parallel.
     static EXCLUSIVE: Mutex<()> = Mutex::new(());
@@ -122,9 +124,17 @@ mod switch {
     /// Switches the real code to `mutant` until the returned guard drops. Every model takes this
     /// guard (with `Mutant::None` for the real code), which also runs models one at a time.
     pub fn set(mutant: Mutant) -> Guard {
+        set_batched(mutant, 1)
+    }
+
+    /// As [`set`], with the L2 handing its retired nodes to the collector `batch` at a time
+    /// until the guard drops (1 otherwise: every retirement at once).
+    pub fn set_batched(mutant: Mutant, batch: usize) -> Guard {
         let lock = EXCLUSIVE.lock().unwrap_or_else(PoisonError::into_inner);
         // Relaxed: written before the model's threads exist; thread spawn publishes it.
         ACTIVE.store(mutant as u8, Ordering::Relaxed);
+        // Relaxed: as above.
+        RETIRE_BATCH.store(batch.max(1), Ordering::Relaxed);
         Guard(lock)
     }
 
@@ -136,6 +146,8 @@ mod switch {
         fn drop(&mut self) {
             // Relaxed: as in `set`.
             ACTIVE.store(Mutant::None as u8, Ordering::Relaxed);
+            // Relaxed: as in `set`.
+            RETIRE_BATCH.store(1, Ordering::Relaxed);
         }
     }
 
@@ -144,10 +156,18 @@ mod switch {
         // Relaxed: constant for the whole model run (see `set`).
         ACTIVE.load(Ordering::Relaxed) == mutant as u8
     }
+
+    /// How many retired nodes an L2 shard hands to the collector at once in this model (the
+    /// std build: 64). At 1, the handover (and its fences) runs inside every write.
+    #[inline]
+    pub fn retire_batch() -> usize {
+        // Relaxed: constant for the whole model run (see `set`).
+        RETIRE_BATCH.load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(mcb_loom)]
-pub use switch::{active, set, Guard};
+pub use switch::{active, retire_batch, set, set_batched, Guard};
 
 /// Whether `mutant` is switched on: always `false` outside loom builds.
 #[cfg(not(mcb_loom))]

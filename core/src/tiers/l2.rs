@@ -46,11 +46,16 @@ const EVICTIONS_PER_TRY: usize = 8;
 
 /// Retired nodes a shard gathers before handing them to the collector as one batch (one
 /// flush to the global queue, one allocation). In models, every retirement is handed over at
-/// once, so that the handover runs while readers may still hold the node.
+/// once by default, so that the handover runs while readers may still hold the node; models
+/// of orderings the handover's fences would stand in for run with batches as well
+/// (`mutant::set_batched`).
 #[cfg(not(mcb_loom))]
-const RETIRE_BATCH: usize = 64;
+#[inline(always)]
+const fn retire_batch() -> usize {
+    64
+}
 #[cfg(mcb_loom)]
-const RETIRE_BATCH: usize = 1;
+use mutant::retire_batch;
 
 /// How long a writer drives the collector to free retired bytes before it gives up and fails
 /// its write. A batch is freed two epochs after it was handed over, so three rounds (pin,
@@ -745,7 +750,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         // is reclaimed, then wait once, unpinned (or this thread would hold back the epochs
         // it waits for).
         let ahead = need
-            .saturating_mul(RETIRE_BATCH)
+            .saturating_mul(retire_batch())
             .min(state.policy.capacity() / 16);
         while !state.policy.fits(need + ahead) && shard.evict(state, guard) {}
         guard.repin_after(|| self.reclaim_shard(shard, state, need));
@@ -927,7 +932,7 @@ impl<T> Shard<T> {
         state.retired = Some(NodeRef(node.as_raw()));
         state.retired_len += 1;
         state.retired_bytes += node_ref.weight;
-        if state.retired_len >= RETIRE_BATCH {
+        if state.retired_len >= retire_batch() {
             self.hand_over(state, guard);
         }
     }
