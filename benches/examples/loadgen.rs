@@ -5,13 +5,16 @@
 //! and mcb-memcached and prints the ratios. With `--multi N` every request is a pipelined
 //! multi-get instead: N GETKQ and a NOOP, as binary clients send one (each key counts as an
 //! operation; the latency is the whole request's). With `--meta 1` the mix speaks memcached
-//! 1.6's meta commands instead: `mg <key> v f t` and `ms <key> <len> T0`.
+//! 1.6's meta commands instead: `mg <key> v f t` and `ms <key> <len> T0`. With `--zipf S` it
+//! runs a cache-aside loop instead (no preload: a get, and on a miss a set of the key) over
+//! Zipf-distributed keys, each key's value between `--value` and `--value-max` bytes (fixed
+//! per key), and also prints the gets' hit ratio over the run's second half.
 //!
 //!     cargo run --release -p mcb-benches --example loadgen -- \
 //!         --port 11211 --conns 8 --secs 5 --get-ratio 0.9 --keys 10000 --value 100 \
-//!         [--multi 100 | --meta 1]
+//!         [--multi 100 | --meta 1 | --zipf 0.99 --value-max 4096]
 
-use mcb_benches::Rng;
+use mcb_benches::{zipf, Rng};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -25,6 +28,8 @@ struct Args {
     value: usize,
     multi: usize,
     meta: bool,
+    zipf: f64,
+    value_max: usize,
 }
 
 fn parse() -> Result<Args, String> {
@@ -37,6 +42,8 @@ fn parse() -> Result<Args, String> {
         value: 100,
         multi: 0,
         meta: false,
+        zipf: 0.0,
+        value_max: 0,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -53,9 +60,12 @@ fn parse() -> Result<Args, String> {
             "--value" => a.value = value.parse().map_err(|_| bad())?,
             "--multi" => a.multi = value.parse().map_err(|_| bad())?,
             "--meta" => a.meta = value != "0",
+            "--zipf" => a.zipf = value.parse().map_err(|_| bad())?,
+            "--value-max" => a.value_max = value.parse().map_err(|_| bad())?,
             _ => return Err(format!("unknown option {flag}")),
         }
     }
+    a.value_max = a.value_max.max(a.value);
     Ok(a)
 }
 
@@ -163,6 +173,63 @@ fn multi_get(
     }
 }
 
+/// Gets that hit and that missed, counted over a run's second half.
+#[derive(Default)]
+struct Hits {
+    hits: u64,
+    misses: u64,
+}
+
+/// The cache-aside loop of `--zipf`: its latencies (one per get, or get and set on a miss)
+/// and the hits counted after `warm`.
+fn cache_aside(
+    a: &Args,
+    seed: u64,
+    warm: Instant,
+    deadline: Instant,
+) -> std::io::Result<(Vec<u32>, Hits)> {
+    let mut s = connect(a.port)?;
+    let trace = zipf(a.keys as usize, a.zipf, 1 << 20, seed | 1);
+    let value = vec![b'v'; a.value_max];
+    let span = (a.value_max - a.value + 1) as u64;
+    let (mut out, mut inp, mut k) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lat, mut hits) = (Vec::with_capacity(1 << 20), Hits::default());
+    for &n in trace.iter().cycle() {
+        let start = Instant::now();
+        if start >= deadline {
+            break;
+        }
+        key(&mut k, n);
+        request(&mut out, &k, None);
+        s.write_all(&out)?;
+        let hit = match response(&mut s, &mut inp)? {
+            0 => true,
+            1 => false,
+            status => return Err(std::io::Error::other(format!("status {status:#x}"))),
+        };
+        if !hit {
+            // The key's own size, the same on every run and server.
+            let len = a.value + ((n.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % span) as usize;
+            request(&mut out, &k, Some(&value[..len]));
+            s.write_all(&out)?;
+            match response(&mut s, &mut inp)? {
+                // Stored, or too large for this server (counted as the miss it is).
+                0 | 3 => {}
+                status => return Err(std::io::Error::other(format!("status {status:#x}"))),
+            }
+        }
+        lat.push(start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+        if start >= warm {
+            if hit {
+                hits.hits += 1;
+            } else {
+                hits.misses += 1;
+            }
+        }
+    }
+    Ok((lat, hits))
+}
+
 /// One connection's run: its latencies in microseconds (with `--multi`, one per request).
 fn run(a: &Args, seed: u64, deadline: Instant) -> std::io::Result<Vec<u32>> {
     let mut s = connect(a.port)?;
@@ -225,6 +292,9 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if a.zipf > 0.0 {
+        return cache_aside_main(&a);
+    }
     // Every key exists before the run, so gets measure hits.
     let preload = || -> std::io::Result<()> {
         let mut s = connect(a.port)?;
@@ -268,14 +338,60 @@ fn main() {
             }
         }
     }
+    report(all, per_request, elapsed, "");
+}
+
+/// Prints the result line: operations per second, p50 and p99, and `extra`.
+fn report(mut all: Vec<u32>, per_request: usize, elapsed: f64, extra: &str) {
     all.sort_unstable();
     let pct = |p: f64| all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)));
     let ops = all.len() * per_request;
     println!(
-        "ops_per_sec={:.0} p50_us={} p99_us={} ops={}",
+        "ops_per_sec={:.0} p50_us={} p99_us={} ops={}{extra}",
         ops as f64 / elapsed,
         pct(0.50).copied().unwrap_or(0),
         pct(0.99).copied().unwrap_or(0),
         ops
     );
+}
+
+/// `--zipf`: every connection's cache-aside loop, then the result line with the hit ratio.
+fn cache_aside_main(a: &Args) {
+    let started = Instant::now();
+    let warm = started + Duration::from_secs(a.secs) / 2;
+    let deadline = started + Duration::from_secs(a.secs);
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..a.conns)
+            .map(|i| {
+                scope.spawn(move || cache_aside(a, 0x51_7cc1_b727_220a ^ i as u64, warm, deadline))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a load thread"))
+            .collect()
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let (mut all, mut total) = (Vec::new(), Hits::default());
+    for r in results {
+        match r {
+            Ok((lat, hits)) => {
+                all.extend(lat);
+                total.hits += hits.hits;
+                total.misses += hits.misses;
+            }
+            Err(e) => {
+                eprintln!("loadgen: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    let gets = (total.hits + total.misses).max(1);
+    let extra = format!(
+        " hits={} misses={} hit_ratio={:.4}",
+        total.hits,
+        total.misses,
+        total.hits as f64 / gets as f64
+    );
+    report(all, 1, elapsed, &extra);
 }
