@@ -245,39 +245,59 @@ fn store_eviction_races_a_get_and_a_set_catches_unlinking_by_key() {
 }
 
 /// Keys `key0`, `key1`, ... chosen by their two buckets in an index of four buckets of eight
-/// slots (the loom build's hasher is fixed): `k` goes to bucket 0, its second choice, since its
-/// first (3) holds a key by then; fifteen keys of buckets 0 and 1 then fill both, so that
-/// inserting `x`, of the same two, must move `k`'s slot to bucket 3.
+/// slots, maybe doubling (the loom build's hasher is fixed): `k` goes to bucket 0, its second choice, since its first
+/// (`to`) holds a key by then; fifteen keys of buckets 0 and 1 then fill both, so that
+/// inserting `x`, of the same two, must move `k`'s slot to bucket `to`.
 struct Displacing {
     keys: Vec<Vec<u8>>,
+    /// Old buckets moved to the doubled table before the keys are inserted (0: no doubling).
+    migrated: usize,
     fill: Vec<usize>,
     k: usize,
     x: usize,
 }
 
-fn displacing() -> Displacing {
-    let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("key{i}").into_bytes()).collect();
-    let choices: &[(usize, usize)] = &keys.iter().map(|k| Keys::choices(k, 4)).collect::<Vec<_>>();
-    let with =
-        |want: fn((usize, usize)) -> bool| (0..choices.len()).filter(move |&i| want(choices[i]));
-    let k = with(|c| c == (3, 0))
-        .next()
-        .expect("a key of buckets 3 and 0");
-    let first = with(|c| c.0 == 3)
-        .find(|&i| i != k)
-        .expect("a key of bucket 3");
-    let mut pair: Vec<usize> = with(|c| c == (0, 1) || c == (1, 0)).take(16).collect();
-    assert_eq!(pair.len(), 16, "keys of buckets 0 and 1");
+/// The keys for a table of four buckets (`k` to bucket 3), or for one doubling from four to
+/// eight, half done: its buckets 0, 1, 4 and 5 (those split from the old 0 and 1) are in use,
+/// and `k`'s slot moves to bucket 5 within the new table.
+fn displacing(doubling: bool) -> Displacing {
+    let (table, to, migrated) = if doubling { (8, 5, 2) } else { (4, 3, 0) };
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| format!("key{i}").into_bytes()).collect();
+    let choices: &[(usize, usize)] = &keys
+        .iter()
+        .map(|k| Keys::choices(k, table))
+        .collect::<Vec<_>>();
+    let with = |want: &dyn Fn((usize, usize)) -> bool| {
+        (0..choices.len())
+            .filter(|&i| want(choices[i]))
+            .collect::<Vec<_>>()
+    };
+    let ks = with(&|c| c == (to, 0));
+    let [first, k, ..] = ks[..] else {
+        panic!("two keys of buckets {to} and 0");
+    };
+    let mut pair = with(&|c| c == (0, 1) || c == (1, 0));
+    assert!(pair.len() >= 16, "keys of buckets 0 and 1");
+    pair.truncate(16);
     let x = pair.pop().expect("x");
     let fill = [first, k].into_iter().chain(pair).collect();
-    Displacing { keys, fill, k, x }
+    Displacing {
+        keys,
+        migrated,
+        fill,
+        k,
+        x,
+    }
 }
 
-/// A writer inserts `x`, moving `k`'s slot from bucket 0 to 3, while a reader looks `k` up
-/// (bucket 3 first, then 0): the reader finds `k`, which a miss between the two probes would
-/// lose without its retry.
+/// A writer inserts `x`, moving `k`'s slot from bucket 0 to `to`, while a reader looks `k` up
+/// (`to` first, then 0): the reader finds `k`, which a miss between the two probes would lose
+/// without its retry.
 fn reader_races_a_move(keys: &Displacing) {
     let index = Arc::new(Keys::new(4, keys.keys.clone()));
+    if keys.migrated > 0 {
+        index.grow(keys.migrated);
+    }
     for &i in &keys.fill {
         assert!(index.insert(i), "key{i} evicted a slot");
     }
@@ -297,14 +317,31 @@ fn reader_races_a_move(keys: &Displacing) {
 
 #[test]
 fn store_reader_never_misses_a_moving_slot() {
-    let keys = displacing();
+    let keys = displacing(false);
     check(move || reader_races_a_move(&keys));
 }
 
 #[test]
 fn store_reader_never_misses_a_moving_slot_catches_a_miss_without_retry() {
     more_branches();
-    let keys = displacing();
+    let keys = displacing(false);
+    caught(
+        Mutant::FindSkipsMoveCheck,
+        "a reader missed a moving slot",
+        move || reader_races_a_move(&keys),
+    );
+}
+
+#[test]
+fn store_reader_never_misses_a_slot_moving_during_a_doubling() {
+    let keys = displacing(true);
+    check(move || reader_races_a_move(&keys));
+}
+
+#[test]
+fn store_reader_never_misses_a_slot_moving_during_a_doubling_catches_a_miss_without_retry() {
+    more_branches();
+    let keys = displacing(true);
     caught(
         Mutant::FindSkipsMoveCheck,
         "a reader missed a moving slot",

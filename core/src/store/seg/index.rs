@@ -861,9 +861,9 @@ pub mod model {
     }
 
     impl Keys {
-        /// A table of `buckets` buckets for `keys` (a power of two, at least one).
+        /// A table of `buckets` buckets (a power of two) for `keys`, that may double once.
         pub fn new(buckets: usize, keys: Vec<Vec<u8>>) -> Self {
-            let index = Index::new(buckets, buckets, 1).expect("a loom index");
+            let index = Index::new(buckets, 2 * buckets, 1).expect("a loom index");
             Self { index, keys }
         }
 
@@ -899,6 +899,12 @@ pub mod model {
             self.index
                 .find(self.hash(i), |at| at == Self::loc(i))
                 .is_some()
+        }
+
+        /// Starts a doubling and moves the first `steps` old buckets to the new table.
+        pub fn grow(&self, steps: usize) {
+            assert!(self.index.start_growth(), "the table may double once");
+            self.index.migrate(steps, |at| self.hash(at.seg as usize));
         }
 
         /// How many moves of a slot to its other bucket finished.
