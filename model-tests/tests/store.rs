@@ -1,7 +1,8 @@
 //! loom models of the segment store (`mcb_core::store`), each run on the real code (`check`)
 //! and on a deliberately broken variant it must reject (`caught`): a slot published before its
 //! item's bytes, a segment reused under a pinned reader, an eviction racing a get and a set of
-//! the same key, and a counted hold racing the reuse of its segment.
+//! the same key, a counted hold racing the reuse of its segment, and a reader racing a slot's
+//! move to its other index bucket (on the index alone: `store::index_model`).
 //!
 //! The stores are tiny (64-byte segments, one index bucket) and filled before the model's
 //! threads start, so that one write of a thread is what evicts and reuses a segment. A store
@@ -10,6 +11,7 @@
 
 #![cfg(mcb_loom)]
 
+use mcb_core::store::index_model::Keys;
 use mcb_core::store::{Config, ManualClock, Store, StoreOp};
 use mcb_core::sync::atomic::{AtomicBool, Ordering};
 use mcb_core::sync::mutant::Mutant;
@@ -239,5 +241,110 @@ fn store_eviction_races_a_get_and_a_set_catches_unlinking_by_key() {
         Mutant::EvictionUnlinksByKey,
         "a set lost to an eviction",
         eviction_races_get_and_set,
+    );
+}
+
+/// Keys `key0`, `key1`, ... chosen by their two buckets in an index of four buckets of eight
+/// slots, maybe doubling (the loom build's hasher is fixed): `k` goes to bucket 0, its second choice, since its first
+/// (`to`) holds a key by then; fifteen keys of buckets 0 and 1 then fill both, so that
+/// inserting `x`, of the same two, must move `k`'s slot to bucket `to`.
+struct Displacing {
+    keys: Vec<Vec<u8>>,
+    /// Old buckets moved to the doubled table before the keys are inserted (0: no doubling).
+    migrated: usize,
+    fill: Vec<usize>,
+    k: usize,
+    x: usize,
+}
+
+/// The keys for a table of four buckets (`k` to bucket 3), or for one doubling from four to
+/// eight, half done: its buckets 0, 1, 4 and 5 (those split from the old 0 and 1) are in use,
+/// and `k`'s slot moves to bucket 5 within the new table.
+fn displacing(doubling: bool) -> Displacing {
+    let (table, to, migrated) = if doubling { (8, 5, 2) } else { (4, 3, 0) };
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| format!("key{i}").into_bytes()).collect();
+    let choices: &[(usize, usize)] = &keys
+        .iter()
+        .map(|k| Keys::choices(k, table))
+        .collect::<Vec<_>>();
+    let with = |want: &dyn Fn((usize, usize)) -> bool| {
+        (0..choices.len())
+            .filter(|&i| want(choices[i]))
+            .collect::<Vec<_>>()
+    };
+    let ks = with(&|c| c == (to, 0));
+    let [first, k, ..] = ks[..] else {
+        panic!("two keys of buckets {to} and 0");
+    };
+    let mut pair = with(&|c| c == (0, 1) || c == (1, 0));
+    assert!(pair.len() >= 16, "keys of buckets 0 and 1");
+    pair.truncate(16);
+    let x = pair.pop().expect("x");
+    let fill = [first, k].into_iter().chain(pair).collect();
+    Displacing {
+        keys,
+        migrated,
+        fill,
+        k,
+        x,
+    }
+}
+
+/// A writer inserts `x`, moving `k`'s slot from bucket 0 to `to`, while a reader looks `k` up
+/// (`to` first, then 0): the reader finds `k`, which a miss between the two probes would lose
+/// without its retry.
+fn reader_races_a_move(keys: &Displacing) {
+    let index = Arc::new(Keys::new(4, keys.keys.clone()));
+    if keys.migrated > 0 {
+        index.grow(keys.migrated);
+    }
+    for &i in &keys.fill {
+        assert!(index.insert(i), "key{i} evicted a slot");
+    }
+    let writer = {
+        let (index, x) = (index.clone(), keys.x);
+        thread::spawn(move || assert!(index.insert(x), "x evicted a slot"))
+    };
+    assert!(index.find(keys.k), "a reader missed a moving slot");
+    writer.join().expect("writer");
+    assert_eq!(
+        index.moves(),
+        1,
+        "the insert moved no slot: the model proves nothing"
+    );
+    assert!(index.find(keys.k) && index.find(keys.x));
+}
+
+#[test]
+fn store_reader_never_misses_a_moving_slot() {
+    let keys = displacing(false);
+    check(move || reader_races_a_move(&keys));
+}
+
+#[test]
+fn store_reader_never_misses_a_moving_slot_catches_a_miss_without_retry() {
+    more_branches();
+    let keys = displacing(false);
+    caught(
+        Mutant::FindSkipsMoveCheck,
+        "a reader missed a moving slot",
+        move || reader_races_a_move(&keys),
+    );
+}
+
+#[test]
+fn store_reader_never_misses_a_slot_moving_during_a_doubling() {
+    let keys = displacing(true);
+    check(move || reader_races_a_move(&keys));
+}
+
+#[test]
+fn store_reader_never_misses_a_slot_moving_during_a_doubling_catches_a_miss_without_retry() {
+    more_branches();
+    let keys = displacing(true);
+    caught(
+        Mutant::FindSkipsMoveCheck,
+        "a reader missed a moving slot",
+        move || reader_races_a_move(&keys),
     );
 }

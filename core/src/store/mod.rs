@@ -46,3 +46,8 @@ pub use error::Error;
 pub use item::{ItemRef, RelTime, ITEM_OVERHEAD};
 pub use meta::{Counted, Delta, Fetch, Fetched, Token};
 pub use stats::Stats;
+
+/// The hooks the loom models drive (loom builds only): a test harness, not API.
+#[cfg(mcb_loom)]
+#[doc(hidden)]
+pub use seg::index_model;

@@ -94,6 +94,9 @@ pub enum Mutant {
     /// An eviction unlinks whatever its item's key holds, not the slot naming the evicted
     /// location.
     EvictionUnlinksByKey,
+    /// A lookup of the store's index that misses returns at once, without checking whether a
+    /// slot moved to its other bucket meanwhile.
+    FindSkipsMoveCheck,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.

@@ -341,8 +341,9 @@ impl Index {
             }
             // Acquire (both): a miss is true only if no move ran meanwhile (a slot that moved
             // from the second bucket to the first after the first was probed).
-            if self.moving.load(Ordering::Acquire) == 0
-                && self.moved.load(Ordering::Acquire) == moved
+            if mutant::active(Mutant::FindSkipsMoveCheck)
+                || (self.moving.load(Ordering::Acquire) == 0
+                    && self.moved.load(Ordering::Acquire) == moved)
             {
                 return None;
             }
@@ -843,6 +844,74 @@ impl Locked<'_> {
             return Some(from);
         }
         None
+    }
+}
+
+/// The index driven directly by the loom models (loom builds only, hidden from the docs): the
+/// store models' index has one bucket, where no slot ever moves to another.
+#[cfg(mcb_loom)]
+pub mod model {
+    use super::{alt_bits, BuildHasher, Hash, Hasher, Index, Loc, Ordering};
+
+    /// An index of numbered keys, with one lock stripe: location `i` (segment `i`) holds key `i`.
+    #[derive(Debug)]
+    pub struct Keys {
+        index: Index,
+        keys: Vec<Vec<u8>>,
+    }
+
+    impl Keys {
+        /// A table of `buckets` buckets (a power of two) for `keys`, that may double once.
+        pub fn new(buckets: usize, keys: Vec<Vec<u8>>) -> Self {
+            let index = Index::new(buckets, 2 * buckets, 1).expect("a loom index");
+            Self { index, keys }
+        }
+
+        fn hash(&self, i: usize) -> Hash {
+            self.index.hash(&self.keys[i])
+        }
+
+        fn loc(i: usize) -> Loc {
+            Loc {
+                seg: i as u32,
+                off: 0,
+            }
+        }
+
+        /// `key`'s first and second bucket in a table of `buckets` buckets with one lock stripe.
+        pub fn choices(key: &[u8], buckets: usize) -> (usize, usize) {
+            let hash = Hash(Hasher::default().hash_one(key));
+            let first = hash.first(buckets - 1);
+            (first, first ^ alt_bits(hash.tag(), 0, buckets - 1))
+        }
+
+        /// Stores key `i`, which is not stored; false when another key's slot gave way to it.
+        pub fn insert(&self, i: usize) -> bool {
+            self.index
+                .lock(self.hash(i))
+                .insert(Self::loc(i))
+                .0
+                .is_none()
+        }
+
+        /// Whether a lookup without the lock finds key `i`.
+        pub fn find(&self, i: usize) -> bool {
+            self.index
+                .find(self.hash(i), |at| at == Self::loc(i))
+                .is_some()
+        }
+
+        /// Starts a doubling and moves the first `steps` old buckets to the new table.
+        pub fn grow(&self, steps: usize) {
+            assert!(self.index.start_growth(), "the table may double once");
+            self.index.migrate(steps, |at| self.hash(at.seg as usize));
+        }
+
+        /// How many moves of a slot to its other bucket finished.
+        pub fn moves(&self) -> u64 {
+            // Relaxed: read after the model's threads were joined.
+            self.index.moved.load(Ordering::Relaxed)
+        }
     }
 }
 

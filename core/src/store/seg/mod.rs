@@ -30,6 +30,8 @@ mod memory;
 mod reclaim;
 mod segments;
 
+#[cfg(mcb_loom)]
+pub use index::model as index_model;
 pub(crate) use index::{Hash, Hit, Loc, Locked, Pos, BUCKET_BYTES};
 pub(crate) use item::{Item, Place, ACCESS_SHIFT, FETCHED, KEPT, STALE, WON};
 pub(crate) use layout::{Shape, MAX_HEADER};
