@@ -8,40 +8,9 @@
 //! One test in this binary: the resident set is the process's.
 
 use mcb_core::store::{Config, Error, ManualClock, Store, StoreOp, PAGE_SIZE};
+use mcb_testkit::process::{Memory, Rng};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Barrier;
-
-/// A field of /proc/self/status, in bytes.
-fn status(field: &str) -> u64 {
-    let text = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("{field} in /proc/self/status"));
-    let kb: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("a number of kB");
-    kb << 10
-}
-
-/// Resets the peak resident set to the current one.
-fn reset_peak() {
-    std::fs::write("/proc/self/clear_refs", "5").expect("reset VmHWM");
-}
-
-/// A small deterministic generator per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// `threads` threads each storing values of `sizes` (picked at random) to random keys among
 /// `keys` until `bytes` in all were written; returns the stores refused for want of room and
@@ -99,7 +68,7 @@ fn resident_memory_follows_cache_size_and_large_values_are_not_stranded() {
     let value = vec![b'v'; PAGE_SIZE];
     let cache_size = 16 * PAGE_SIZE;
     let bound = cache_size as u64 * 110 / 100 + 16 * MIB;
-    let before = status("VmRSS:");
+    let before = Memory::of(std::process::id()).rss;
     let store = Store::new(
         Config {
             cache_size,
@@ -124,9 +93,9 @@ fn resident_memory_follows_cache_size_and_large_values_are_not_stranded() {
         ),
     ];
     for (name, threads, sizes) in phases {
-        reset_peak();
+        Memory::reset_peak(std::process::id());
         let (refused, stores) = phase(&store, threads, sizes, 1 << 20, 2 * cache_size, &value);
-        let peak = status("VmHWM:").saturating_sub(before);
+        let peak = Memory::of(std::process::id()).peak.saturating_sub(before);
         let stats = store.stats();
         eprintln!(
             "{name}: peak RSS {} MiB over the start ({} items, {} MiB of items; {refused} of \

@@ -7,6 +7,7 @@
 
 mod common;
 use common::{connect, packet, Bin, Memcached, Memory, Server, NOOP, SETQ, SUCCESS};
+use mcb_testkit::process::Rng;
 use std::io::Write;
 use std::time::Instant;
 
@@ -19,18 +20,6 @@ const CLIENTS: u64 = 4;
 const KEYS: u64 = 1 << 21;
 /// Bytes of requests sent before the pipeline's closing noop is awaited.
 const BATCH: usize = 64 << 10;
-
-/// A small deterministic generator per connection.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// Writes `bytes` of values (sizes picked at random from `sizes`) to random keys on the server
 /// at `port`, from [`CLIENTS`] connections, as quiet sets pipelined in batches each closed by a

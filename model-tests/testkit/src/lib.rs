@@ -13,6 +13,9 @@
 //! - `header` (feature `header`): a committed cbindgen header is current and compiles.
 //! - [`alloc`]: a global allocator counting the current thread's allocations, for the tests
 //!   that show a hot path allocates nothing.
+//! - [`process`]: a process's `/proc` figures (resident set now and at its peak) and the
+//!   fixed-seed generator of the tests that bound resources (the store's in process, the
+//!   host's on the server).
 //!
 //! Where it lives: `model-tests/` is the workspace's folder of crates that exist only for
 //! tests, and this crate depends on no crate of ours (not `mcb-core`, not `mcb-ffi`, not
@@ -24,5 +27,6 @@ pub mod alloc;
 pub mod c_harness;
 #[cfg(feature = "header")]
 pub mod header;
+pub mod process;
 pub mod shared_lib;
 pub mod source;

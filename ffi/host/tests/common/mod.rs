@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use mcb_testkit::c_harness::{self, Variant};
-use std::fs;
+pub use mcb_testkit::process::{status, Memory};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -158,38 +158,6 @@ pub fn connect(port: u16) -> TcpStream {
     s.set_write_timeout(Some(TIMEOUT)).expect("timeout");
     s.set_nodelay(true).expect("nodelay");
     s
-}
-
-/// A number from `/proc/PID/status` (`VmRSS` in KiB, `Threads`).
-pub fn status(pid: u32, field: &str) -> u64 {
-    let text = fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/PID/status"))
-}
-
-/// A process's resident set now and at its peak (since it started or [`Memory::reset_peak`]),
-/// in bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct Memory {
-    pub rss: u64,
-    pub peak: u64,
-}
-
-impl Memory {
-    pub fn of(pid: u32) -> Memory {
-        Memory {
-            rss: status(pid, "VmRSS") << 10,
-            peak: status(pid, "VmHWM") << 10,
-        }
-    }
-
-    /// Lowers the peak of `pid` to its resident set now (proc(5), `clear_refs` 5), so that a
-    /// phase's peak is its own.
-    pub fn reset_peak(pid: u32) {
-        fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset VmHWM");
-    }
 }
 
 /// Debian's memcached on a free loopback port, killed on drop.
