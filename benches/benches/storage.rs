@@ -85,9 +85,8 @@ struct Node {
 }
 
 struct SeedItem {
-    #[allow(dead_code)] // read by nobody: the bench only moves items around
     value: Box<[u8]>,
-    #[allow(dead_code)]
+    #[allow(dead_code)] // read by nobody: the bench only moves items around
     cas: u64,
 }
 
@@ -125,6 +124,7 @@ impl GlobalLock {
             cas: lru.last_cas,
         });
         if let Some(&i) = lru.map.get(key) {
+            lru.bytes = lru.bytes + value.len() - lru.nodes[i].item.value.len();
             lru.nodes[i].item = item;
             lru.unlink(i);
             lru.push_front(i);
@@ -182,7 +182,7 @@ impl Lru {
         let i = self.tail;
         self.unlink(i);
         let key = std::mem::take(&mut self.nodes[i].key);
-        self.bytes -= weight(&key, VALUE.len());
+        self.bytes -= weight(&key, self.nodes[i].item.value.len());
         self.map.remove(&key);
         self.free.push(i);
     }
@@ -261,9 +261,8 @@ impl Sides {
         }
     }
 
-    /// A get, then on a miss a set; whether it hit. `side`: 0 ours, 1 ours pinned, 2 the
-    /// global lock, 3 quick_cache, 4 segcache.
-    fn get_or_set(&self, side: usize, key: &[u8]) -> bool {
+    /// A get, then on a miss a set; whether it hit.
+    fn get_or_set(&self, side: Side, key: &[u8]) -> bool {
         let hit = self.get(side, key);
         if !hit {
             self.set(side, key);
@@ -271,36 +270,47 @@ impl Sides {
         hit
     }
 
-    fn get(&self, side: usize, key: &[u8]) -> bool {
+    fn get(&self, side: Side, key: &[u8]) -> bool {
         match side {
-            0 => black_box(self.ours.get(key)).is_some(),
-            1 => {
+            Side::Ours => black_box(self.ours.get(key)).is_some(),
+            Side::OursPinned => {
                 let pin = self.ours.pin();
                 let hit = self.ours.get_pinned(&pin, key).is_some();
                 black_box(hit)
             }
-            2 => black_box(self.global.get(key)).is_some(),
-            3 => black_box(self.quick.get(key)).is_some(),
-            _ => black_box(self.seg.get(key)).is_some(),
+            Side::Global => black_box(self.global.get(key)).is_some(),
+            Side::Quick => black_box(self.quick.get(key)).is_some(),
+            Side::Seg => black_box(self.seg.get(key)).is_some(),
         }
     }
 
-    fn set(&self, side: usize, key: &[u8]) {
+    fn set(&self, side: Side, key: &[u8]) {
         match side {
-            0 | 1 => ours_set(&self.ours, key),
-            2 => self.global.set(key, &VALUE),
-            3 => self.quick.insert(key.to_vec(), Arc::from(&VALUE[..])),
-            _ => segcache_set(&self.seg, key),
+            Side::Ours | Side::OursPinned => ours_set(&self.ours, key),
+            Side::Global => self.global.set(key, &VALUE),
+            Side::Quick => self.quick.insert(key.to_vec(), Arc::from(&VALUE[..])),
+            Side::Seg => segcache_set(&self.seg, key),
         }
     }
 }
 
-const NAMES: [&str; 5] = [
-    "ours",
-    "ours_pinned",
-    "global_lock",
-    "quick_cache",
-    "segcache",
+/// Which of the [`Sides`] an operation goes to (ours twice: counted and pinned gets).
+#[derive(Clone, Copy)]
+enum Side {
+    Ours,
+    OursPinned,
+    Global,
+    Quick,
+    Seg,
+}
+
+/// The caches of every side (ours, pinned, the global lock, quick_cache, segcache), by name.
+const SIDES: [(&str, Side); 5] = [
+    ("ours", Side::Ours),
+    ("ours_pinned", Side::OursPinned),
+    ("global_lock", Side::Global),
+    ("quick_cache", Side::Quick),
+    ("segcache", Side::Seg),
 ];
 
 thread_local! {
@@ -323,26 +333,27 @@ fn next() -> u64 {
 }
 
 /// Times `op(side)` for every side from 1, 2 and N threads and prints each `ours...` side's
-/// ratio to each peer named in `peers`.
+/// ratio to each other one.
 fn group(
     c: &mut criterion::Criterion,
     results: &std::path::Path,
     group_name: &str,
-    names: &[&str],
-    peers: &[&str],
-    op: impl Fn(usize) + Sync,
+    sides: &[(&str, Side)],
+    op: impl Fn(Side) + Sync,
 ) {
     let mut group = c.benchmark_group(group_name);
     let mut pairs = Vec::new();
     for threads in thread_counts() {
         group.throughput(Throughput::Elements(threads as u64));
-        for (side, name) in names.iter().enumerate() {
-            group.bench_with_input(BenchmarkId::new(*name, threads), &threads, |b, &t| {
+        for &(name, side) in sides {
+            group.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &t| {
                 b.iter_custom(|iters| time_threads(t, iters, || op(side)))
             });
         }
-        for ours in names.iter().filter(|n| n.starts_with("ours")) {
-            for peer in peers {
+        let (ours, peers): (Vec<_>, Vec<_>) =
+            sides.iter().partition(|(n, _)| n.starts_with("ours"));
+        for (ours, _) in &ours {
+            for (peer, _) in &peers {
                 pairs.push((format!("{ours}/{threads}"), format!("{peer}/{threads}")));
             }
         }
@@ -357,7 +368,7 @@ fn mixed(c: &mut criterion::Criterion, results: &std::path::Path) {
     // configure a cache for it.
     let sides = Sides::new(8 << 20, KEYS, false);
     for key in &keys {
-        for side in [0, 2, 3, 4] {
+        for side in [Side::Ours, Side::Global, Side::Quick, Side::Seg] {
             sides.set(side, key);
         }
     }
@@ -368,8 +379,7 @@ fn mixed(c: &mut criterion::Criterion, results: &std::path::Path) {
         if !wanted(group_name) {
             continue;
         }
-        let peers = ["global_lock", "quick_cache", "segcache"];
-        group(c, results, group_name, &NAMES, &peers, |side| {
+        group(c, results, group_name, &SIDES, |side| {
             let r = next();
             let key = &keys[(r >> 8) as usize % KEYS];
             if r % 10 < sets_per_10 {
@@ -397,18 +407,22 @@ fn evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_run: 
     let keys: Vec<Vec<u8>> = (0..EVICTING_KEYS)
         .map(|i| format!("k{i:010}").into_bytes())
         .collect();
-    let names = ["ours", "global_lock_lru", "quick_cache", "segcache"];
-    let side_of = [0, 2, 3, 4];
+    let named = [
+        ("ours", Side::Ours),
+        ("global_lock_lru", Side::Global),
+        ("quick_cache", Side::Quick),
+        ("segcache", Side::Seg),
+    ];
     let sides = Sides::new(bytes, distinct.len() / 2, true);
-    group(c, results, group_name, &names, &names[1..], |side| {
+    group(c, results, group_name, &named, |side| {
         let key = &keys[next_key(&trace) as usize];
-        sides.get_or_set(side_of[side], key);
+        sides.get_or_set(side, key);
     });
     let sides = Sides::new(bytes, distinct.len() / 2, true);
     let mut hits = [0usize; 4];
     for pass in 0..2 {
         for &k in &trace {
-            for (h, &side) in hits.iter_mut().zip(&side_of) {
+            for (h, &(_, side)) in hits.iter_mut().zip(&named) {
                 let hit = sides.get_or_set(side, &keys[k as usize]);
                 if pass == 1 {
                     *h += usize::from(hit);
@@ -421,6 +435,7 @@ fn evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_run: 
         distinct.len(),
         bytes >> 20
     );
+    let names = named.map(|(name, _)| name);
     print_hit_ratios(&workload, "hit_ratio_evicting", &names, &hits, trace.len());
 }
 

@@ -314,11 +314,20 @@ fn main() {
     }
     let started = Instant::now();
     let deadline = started + Duration::from_secs(a.secs);
+    let results = on_connections(a.conns, |i| run(&a, 0x9e37_79b9_7f4a_7c15 ^ i, deadline));
+    let elapsed = started.elapsed().as_secs_f64();
+    let all = results.into_iter().flatten().collect();
+    report(all, a.multi.max(1), elapsed, "");
+}
+
+/// Runs `job(i)` for each of `conns` connections on a thread of its own, all at once; their
+/// results, or (the first error printed) an exit with status 1.
+fn on_connections<T: Send>(conns: usize, job: impl Fn(u64) -> std::io::Result<T> + Sync) -> Vec<T> {
     let results: Vec<_> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..a.conns)
+        let handles: Vec<_> = (0..conns as u64)
             .map(|i| {
-                let a = &a;
-                scope.spawn(move || run(a, 0x9e37_79b9_7f4a_7c15 ^ i as u64, deadline))
+                let job = &job;
+                scope.spawn(move || job(i))
             })
             .collect();
         handles
@@ -326,19 +335,15 @@ fn main() {
             .map(|h| h.join().expect("a load thread"))
             .collect()
     });
-    let elapsed = started.elapsed().as_secs_f64();
-    let per_request = a.multi.max(1);
-    let mut all = Vec::new();
-    for r in results {
-        match r {
-            Ok(lat) => all.extend(lat),
-            Err(e) => {
+    results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|e| {
                 eprintln!("loadgen: {e}");
-                std::process::exit(1);
-            }
-        }
-    }
-    report(all, per_request, elapsed, "");
+                std::process::exit(1)
+            })
+        })
+        .collect()
 }
 
 /// Prints the result line: operations per second, p50 and p99, and `extra`.
@@ -360,31 +365,15 @@ fn cache_aside_main(a: &Args) {
     let started = Instant::now();
     let warm = started + Duration::from_secs(a.secs) / 2;
     let deadline = started + Duration::from_secs(a.secs);
-    let results: Vec<_> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..a.conns)
-            .map(|i| {
-                scope.spawn(move || cache_aside(a, 0x51_7cc1_b727_220a ^ i as u64, warm, deadline))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a load thread"))
-            .collect()
+    let results = on_connections(a.conns, |i| {
+        cache_aside(a, 0x51_7cc1_b727_220a ^ i, warm, deadline)
     });
     let elapsed = started.elapsed().as_secs_f64();
     let (mut all, mut total) = (Vec::new(), Hits::default());
-    for r in results {
-        match r {
-            Ok((lat, hits)) => {
-                all.extend(lat);
-                total.hits += hits.hits;
-                total.misses += hits.misses;
-            }
-            Err(e) => {
-                eprintln!("loadgen: {e}");
-                std::process::exit(1);
-            }
-        }
+    for (lat, hits) in results {
+        all.extend(lat);
+        total.hits += hits.hits;
+        total.misses += hits.misses;
     }
     let gets = (total.hits + total.misses).max(1);
     let extra = format!(

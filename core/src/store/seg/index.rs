@@ -964,6 +964,19 @@ mod tests {
         locked.insert(l).0
     }
 
+    /// Every one of the first `stored` keys that was not evicted (`gone`) is found.
+    fn all_found(
+        index: &Index,
+        keys: &[Vec<u8>],
+        stored: usize,
+        gone: &std::collections::HashSet<usize>,
+    ) {
+        let missing: Vec<usize> = (0..stored)
+            .filter(|&i| !gone.contains(&i) && !get(index, keys, i))
+            .collect();
+        assert!(missing.is_empty(), "after {stored}: {missing:?} lost");
+    }
+
     fn get(index: &Index, keys: &[Vec<u8>], i: usize) -> bool {
         let h = index.hash(&keys[i]);
         index.find(h, |at| at.seg as usize == i).is_some()
@@ -1024,10 +1037,7 @@ mod tests {
             if let Some(victim) = put(&index, &keys, stored) {
                 gone.insert(victim.seg as usize);
             }
-            let missing: Vec<usize> = (0..=stored)
-                .filter(|&i| !gone.contains(&i) && !get(&index, &keys, i))
-                .collect();
-            assert!(missing.is_empty(), "after {stored}: {missing:?} lost");
+            all_found(&index, &keys, stored + 1, &gone);
         }
         assert!(gone.len() < 10, "{} evicted of 400", gone.len());
         while index.growing() {
@@ -1056,12 +1066,6 @@ mod tests {
         let hash_of = |l: Loc| index.hash(&keys[l.seg as usize]);
         let mut gone = std::collections::HashSet::new();
         let mut stored = 0;
-        let check = |stored: usize, gone: &std::collections::HashSet<usize>| {
-            let missing: Vec<usize> = (0..stored)
-                .filter(|&i| !gone.contains(&i) && !get(&index, &keys, i))
-                .collect();
-            assert!(missing.is_empty(), "after {stored}: {missing:?} lost");
-        };
         while !index.wants_growth() {
             assert_eq!(put(&index, &keys, stored), None);
             stored += 1;
@@ -1074,7 +1078,7 @@ mod tests {
                 gone.insert(victim.seg as usize);
             }
             stored += 1;
-            check(stored, &gone);
+            all_found(&index, &keys, stored, &gone);
         }
         assert!(
             index.moved.load(Ordering::Relaxed) > moved,
@@ -1082,7 +1086,7 @@ mod tests {
         );
         index.migrate(8, hash_of);
         assert!(!index.growing());
-        check(stored, &gone);
+        all_found(&index, &keys, stored, &gone);
     }
 
     /// Writers fill a table that cannot grow to where inserts move slots to their other bucket
