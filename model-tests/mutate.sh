@@ -119,8 +119,8 @@ add seg-publish-relaxed core/src/store/seg/index.rs store \
     $'Mutant::SlotPublishedRelaxed,\n            Ordering::Relaxed,' \
     "slot publish Release to Relaxed: a reader can find the slot before the item's bytes"
 add seg-probe-relaxed core/src/store/seg/index.rs store \
-    'let value = words.at(word).load(Ordering::Acquire);' \
-    'let value = words.at(word).load(Ordering::Relaxed);' \
+    'let value = cell.load(Ordering::Acquire);' \
+    'let value = cell.load(Ordering::Relaxed);' \
     "reader's slot load Acquire to Relaxed: it can read the item's bytes from before they were written"
 add seg-reuse-grace-relaxed core/src/store/seg/segments.rs store \
     'self.grace[seg].load(Ordering::Acquire)' 'self.grace[seg].load(Ordering::Relaxed)' \

@@ -84,6 +84,15 @@ fn slot_tag(value: u64) -> u16 {
     (value >> TAG_SHIFT) as u16
 }
 
+/// The bits of a slot that say whether it is occupied and by which tag.
+const TAGGED: u64 = OCCUPIED | (u16::MAX as u64) << TAG_SHIFT;
+
+/// What an occupied slot of `tag` holds under [`TAGGED`].
+#[inline]
+fn wanted(tag: u16) -> u64 {
+    OCCUPIED | u64::from(tag) << TAG_SHIFT
+}
+
 /// A writer's store to a slot (under its bucket's lock). Under loom a swap: loom lets a plain
 /// store fall between the read and the write of a concurrent read-modify-write (a reader's
 /// frequency bit), which the memory model forbids (tokio-rs/loom#254), and the models would
@@ -155,6 +164,43 @@ struct Bucket {
     number: usize,
 }
 
+/// Where a key's buckets lie at one moment (see [`Index::placement`]).
+#[derive(Clone, Copy)]
+struct Placement {
+    state: State,
+    /// Buckets of the current table already moved into the next one.
+    migrated: usize,
+    lock_bits: u32,
+}
+
+impl Placement {
+    /// `hash`'s first bucket, or its second (`second`), in the table that holds it now: the
+    /// next one during a doubling once its old bucket has moved.
+    #[inline]
+    fn bucket(self, hash: Hash, second: bool) -> Bucket {
+        let in_table = |n: usize| {
+            let first = hash.first(n - 1);
+            if second {
+                first ^ alt_bits(hash.tag(), self.lock_bits, n - 1)
+            } else {
+                first
+            }
+        };
+        let old = in_table(self.state.buckets);
+        if self.state.growing && old < self.migrated {
+            Bucket {
+                region: 1 - self.state.region,
+                number: in_table(2 * self.state.buckets),
+            }
+        } else {
+            Bucket {
+                region: self.state.region,
+                number: old,
+            }
+        }
+    }
+}
+
 /// A slot found by a lookup, with the value it held.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Hit {
@@ -164,6 +210,12 @@ pub(crate) struct Hit {
 }
 
 impl Hit {
+    /// Where the item it names lies.
+    #[inline]
+    pub(crate) fn loc(&self) -> Loc {
+        slot_loc(self.value)
+    }
+
     /// Whether the item was read since it was written to its segment.
     pub(crate) fn seen(&self) -> bool {
         self.value & FREQ != 0
@@ -284,6 +336,14 @@ impl Index {
     /// The buckets of `hash` as the table stands: the first, and the second unless the same.
     #[inline]
     fn buckets(&self, hash: Hash) -> (Bucket, Option<Bucket>) {
+        let at = self.placement();
+        let (first, second) = (at.bucket(hash, false), at.bucket(hash, true));
+        (first, (second != first).then_some(second))
+    }
+
+    /// Where buckets lie now: the table state and, during a doubling, how far it got.
+    #[inline]
+    fn placement(&self) -> Placement {
         let state = self.state();
         let migrated = if state.growing {
             // Acquire: pairs with the migrator's Release store after it moved a bucket.
@@ -291,31 +351,11 @@ impl Index {
         } else {
             0
         };
-        let tag = hash.tag();
-        let at = |second: bool| {
-            let in_table = |n: usize| {
-                let first = hash.first(n - 1);
-                if second {
-                    first ^ alt_bits(tag, self.lock_bits, n - 1)
-                } else {
-                    first
-                }
-            };
-            let old = in_table(state.buckets);
-            if state.growing && old < migrated {
-                Bucket {
-                    region: 1 - state.region,
-                    number: in_table(2 * state.buckets),
-                }
-            } else {
-                Bucket {
-                    region: state.region,
-                    number: old,
-                }
-            }
-        };
-        let (first, second) = (at(false), at(true));
-        (first, (second != first).then_some(second))
+        Placement {
+            state,
+            migrated,
+            lock_bits: self.lock_bits,
+        }
     }
 
     #[inline]
@@ -332,12 +372,17 @@ impl Index {
         loop {
             // Acquire: pairs with the Release end of a move (see `Locked::displace`).
             let moved = self.moved.load(Ordering::Acquire);
-            let (first, second) = self.buckets(hash);
+            let at = self.placement();
+            let first = at.bucket(hash, false);
             if let Some(hit) = self.probe(first, tag, &mut is_key) {
                 return Some(hit);
             }
-            if let Some(hit) = second.and_then(|b| self.probe(b, tag, &mut is_key)) {
-                return Some(hit);
+            // The second bucket only now: most keys are found in their first.
+            let second = at.bucket(hash, true);
+            if second != first {
+                if let Some(hit) = self.probe(second, tag, &mut is_key) {
+                    return Some(hit);
+                }
             }
             // Acquire (both): a miss is true only if no move ran meanwhile (a slot that moved
             // from the second bucket to the first after the first was probed).
@@ -350,18 +395,20 @@ impl Index {
         }
     }
 
-    /// The slot of `bucket` with `tag` that `is_key` accepts.
+    /// The slot of `bucket` with `tag` that `is_key` accepts: the bucket's eight words bounds
+    /// checked once, each matched with the occupied bit and tag in one masked compare.
     #[inline]
     fn probe(&self, bucket: Bucket, tag: u16, is_key: &mut impl FnMut(Loc) -> bool) -> Option<Hit> {
-        let words = &self.regions[bucket.region];
+        let want = wanted(tag);
         let first = bucket.number * SLOTS;
-        for word in first..first + SLOTS {
+        let words = self.regions[bucket.region].span(first, first + SLOTS);
+        for (slot, cell) in words.iter().enumerate() {
             // Acquire: pairs with the writer's Release store, after the item's bytes.
-            let value = words.at(word).load(Ordering::Acquire);
-            if value & OCCUPIED != 0 && slot_tag(value) == tag && is_key(slot_loc(value)) {
+            let value = cell.load(Ordering::Acquire);
+            if value & TAGGED == want && is_key(slot_loc(value)) {
                 return Some(Hit {
                     region: bucket.region,
-                    word,
+                    word: first + slot,
                     value,
                 });
             }
@@ -672,21 +719,21 @@ impl Locked<'_> {
 
     /// The slot of the item `is_key` accepts, with its value.
     pub(crate) fn find(&self, mut is_key: impl FnMut(Loc) -> bool) -> Option<(Pos, Hit)> {
-        let tag = self.hash.tag();
+        let want = wanted(self.hash.tag());
         for bucket in self.buckets() {
-            let words = &self.index.regions[bucket.region];
-            for slot in 0..SLOTS {
-                let word = bucket.number * SLOTS + slot;
+            let first = bucket.number * SLOTS;
+            let words = self.index.regions[bucket.region].span(first, first + SLOTS);
+            for (slot, cell) in words.iter().enumerate() {
                 // Relaxed: under the bucket's lock, which every writer of the slot holds.
-                let value = words.at(word).load(Ordering::Relaxed);
-                if value & OCCUPIED != 0 && slot_tag(value) == tag && is_key(slot_loc(value)) {
+                let value = cell.load(Ordering::Relaxed);
+                if value & TAGGED == want && is_key(slot_loc(value)) {
                     let pos = Pos {
                         bucket: *bucket,
                         slot,
                     };
                     let hit = Hit {
                         region: bucket.region,
-                        word,
+                        word: first + slot,
                         value,
                     };
                     return Some((pos, hit));

@@ -105,6 +105,15 @@ pub(crate) struct Evicted {
     pub expired: u64,
 }
 
+/// What an index probe learnt of the slot it accepted, kept small (the probe runs for every
+/// candidate slot): an item in a segment by its shape (its place comes back with the slot),
+/// or a large object.
+enum Matched<'e> {
+    Nothing,
+    Seg(Shape),
+    Large(Item<'e>),
+}
+
 /// The segment store (see the module docs).
 pub(crate) struct Engine {
     segs: Segments,
@@ -206,22 +215,47 @@ impl Engine {
     /// `key`'s item (published, live or not) and its slot. The caller is pinned.
     #[inline]
     pub(crate) fn find(&self, _pin: &Pinned, hash: Hash, key: &[u8]) -> Option<(Item<'_>, Hit)> {
-        let memory = self.segs.memory();
-        let (mut in_segment, mut large) = (None, None);
-        let hit = self.index.find(hash, |loc| {
-            if self.segs.is_large(loc.seg) {
-                large = self.item_at(loc).filter(|item| item.key_is(key));
-                return large.is_some();
-            }
+        let mut matched = Matched::Nothing;
+        let hit = self
+            .index
+            .find(hash, |loc| self.is_key(loc, key, &mut matched))?;
+        Some((self.matched(matched, hit.loc())?, hit))
+    }
+
+    /// Whether the item at `loc` is `key`'s, and what `matched` needs to make it an [`Item`].
+    #[inline]
+    fn is_key<'e>(&'e self, loc: Loc, key: &[u8], matched: &mut Matched<'e>) -> bool {
+        *matched = if self.segs.is_large(loc.seg) {
+            self.large_with_key(loc, key)
+                .map_or(Matched::Nothing, Matched::Large)
+        } else {
             let at = self.segs.at(loc);
-            in_segment = Item::key_shape(memory, at, self.use_cas, key).map(|s| (loc, at, s));
-            in_segment.is_some()
-        })?;
-        let item = match in_segment {
-            Some((loc, at, shape)) => Item::in_segment(memory, loc, at, shape),
-            None => large?,
+            Item::key_shape(self.segs.memory(), at, self.use_cas, key)
+                .map_or(Matched::Nothing, Matched::Seg)
         };
-        Some((item, hit))
+        !matches!(matched, Matched::Nothing)
+    }
+
+    /// The item an index probe accepted at `loc`.
+    #[inline]
+    fn matched<'e>(&'e self, matched: Matched<'e>, loc: Loc) -> Option<Item<'e>> {
+        match matched {
+            Matched::Seg(shape) => Some(Item::in_segment(
+                self.segs.memory(),
+                loc,
+                self.segs.at(loc),
+                shape,
+            )),
+            Matched::Large(item) => Some(item),
+            Matched::Nothing => None,
+        }
+    }
+
+    /// The large object at `loc` if its key is `key` (out of line: rare, and a lock).
+    #[cold]
+    #[inline(never)]
+    fn large_with_key(&self, loc: Loc, key: &[u8]) -> Option<Item<'_>> {
+        self.item_at(loc).filter(|item| item.key_is(key))
     }
 
     /// Marks a found item as read (for eviction's second chance).
@@ -411,15 +445,9 @@ impl Engine {
         locked: &Locked<'l>,
         key: &[u8],
     ) -> Option<(Pos, Hit, Item<'l>)> {
-        let mut found = None;
-        let (pos, hit) = locked.find(|loc| match self.item_at(loc) {
-            Some(item) if item.key_is(key) => {
-                found = Some(item);
-                true
-            }
-            _ => false,
-        })?;
-        Some((pos, hit, found?))
+        let mut matched = Matched::Nothing;
+        let (pos, hit) = locked.find(|loc| self.is_key(loc, key, &mut matched))?;
+        Some((pos, hit, self.matched(matched, hit.loc())?))
     }
 
     /// Publishes `item` (reserved, unpublished, of the locked key) with `meta` as its meta

@@ -1,0 +1,57 @@
+//! One kind of item-store operation, repeated: the driver to profile with callgrind, whose
+//! instruction counts do not depend on the machine's load (criterion's times do).
+//!
+//! `store_ops KIND N`: fills a 64 MiB store with 10,000 items of 100 bytes, then runs N
+//! operations of KIND on uniformly drawn keys: `get` (a counted hold, as for a foreign host),
+//! `pinned` (a pin and a get within it, no hold), `set`, or `none` (the loop alone: subtract
+//! it). Instructions per operation: (Ir of KIND - Ir of none) / N.
+//!
+//!     valgrind --tool=callgrind target/release/examples/store_ops pinned 200000
+
+use mcb_benches::Rng;
+use mcb_core::store::{Config, ManualClock, Store, StoreOp};
+use std::hint::black_box;
+
+const KEYS: u64 = 10_000;
+const VALUE: [u8; 100] = [b'v'; 100];
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let kind = args.next().unwrap_or_else(|| "get".into());
+    let n: u64 = args
+        .next()
+        .map_or(1_000_000, |n| n.parse().expect("a count"));
+    let config = Config {
+        cache_size: 64 << 20,
+        ..Config::default()
+    };
+    let store = Store::new(config, Box::new(ManualClock::new(1))).expect("store");
+    let keys: Vec<Vec<u8>> = (0..KEYS)
+        .map(|k| format!("key:{k:08}").into_bytes())
+        .collect();
+    let set = |key: &[u8]| {
+        let item = store.item(key, &VALUE, 0, 0).expect("item");
+        black_box(store.store(&item, StoreOp::Set).expect("stored"));
+    };
+    keys.iter().for_each(|key| set(key));
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut hits = 0u64;
+    for _ in 0..n {
+        let key = &keys[(rng.next_u64() % KEYS) as usize];
+        hits += match kind.as_str() {
+            "get" => u64::from(black_box(store.get(key)).is_some()),
+            "pinned" => {
+                let pin = store.pin();
+                let hit = black_box(store.get_pinned(&pin, key)).is_some();
+                u64::from(hit)
+            }
+            "set" => {
+                set(key);
+                1
+            }
+            "none" => black_box(key.len() as u64),
+            other => panic!("unknown kind {other}: get, pinned, set or none"),
+        };
+    }
+    println!("{kind}: {n} operations, {hits} hits (or key bytes)");
+}
