@@ -360,6 +360,7 @@ impl Index {
     }
 
     /// Adds slab slot `slot` of hash `hash` (the table must have room: see `with_capacity`).
+    #[inline]
     fn insert(&mut self, hash: u64, slot: u32) {
         let mask = self.table.len() - 1;
         let mut at = self.home(Self::tag(hash));
@@ -372,6 +373,7 @@ impl Index {
 
     /// Removes slab slot `slot` (of hash `hash`), shifting back the entries after it that
     /// probed past it, so that no probe stops short at the hole.
+    #[inline]
     fn remove(&mut self, hash: u64, slot: u32) {
         let mask = self.table.len() - 1;
         let mut hole = self.home(Self::tag(hash));
