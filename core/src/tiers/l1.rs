@@ -360,6 +360,7 @@ impl Index {
     }
 
     /// Adds slab slot `slot` of hash `hash` (the table must have room: see `with_capacity`).
+    #[inline]
     fn insert(&mut self, hash: u64, slot: u32) {
         let mask = self.table.len() - 1;
         let mut at = self.home(Self::tag(hash));
@@ -372,6 +373,7 @@ impl Index {
 
     /// Removes slab slot `slot` (of hash `hash`), shifting back the entries after it that
     /// probed past it, so that no probe stops short at the hole.
+    #[inline]
     fn remove(&mut self, hash: u64, slot: u32) {
         let mask = self.table.len() - 1;
         let mut hole = self.home(Self::tag(hash));
@@ -497,11 +499,6 @@ impl<T> L1<T> {
         if let Some(index) = same {
             self.evict(index);
         }
-        if self.recency.len() >= self.capacity {
-            if let Some(lru) = self.recency.back() {
-                self.evict(lru);
-            }
-        }
         let entry = Entry {
             key,
             hash,
@@ -509,7 +506,17 @@ impl<T> L1<T> {
             expires_at,
             generation,
         };
-        let index = self.slab.push_front(&mut self.recency, entry);
+        let index = match self.recency.back() {
+            // Full: the least recently used slot takes the entry in place (no trip through
+            // the slab's free list: a promotion into a full L1 was a third of a Zipf read).
+            Some(lru) if self.recency.len() >= self.capacity => {
+                self.index.remove(self.slab.get(lru).hash, lru);
+                *self.slab.get_mut(lru) = entry;
+                self.slab.move_front(&mut self.recency, None, lru);
+                lru
+            }
+            _ => self.slab.push_front(&mut self.recency, entry),
+        };
         self.index.insert(hash, index);
     }
 

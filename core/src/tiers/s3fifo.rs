@@ -28,6 +28,7 @@ pub(crate) trait Tracked: Copy {
 }
 
 /// Counts a read of an entry (saturating at [`MAX_FREQ`]).
+#[inline]
 pub(crate) fn touch(freq: &AtomicU8) {
     // Relaxed: a hint for eviction; a lost increment between racing readers costs nothing.
     let seen = freq.load(Ordering::Relaxed);

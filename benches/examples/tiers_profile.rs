@@ -1,0 +1,129 @@
+//! Runs N reads of one path of the cache tiers, or of quick_cache's hit, for instruction
+//! counts: run a path at two counts under callgrind and divide the difference of the totals
+//! by the difference of the counts (the setup cancels out). The paths are those of
+//! `benches/tiers.rs` (same keys, values and options):
+//!
+//!     cargo build --release -p mcb-benches --example tiers_profile
+//!     valgrind --tool=callgrind --dump-instr=no target/release/examples/tiers_profile l1_hit 100000
+//!
+//! Paths: `l1_hit`, `l1_hit_borrowed`, `l2_hit` (a promotion into a full L1 of one slot),
+//! `l2_read`, `zipf` (Zipf 0.9 over 100k keys, the
+//! second-hit rule, 1000 L1 entries), `quick_cache_hit`, `quick_cache_zipf`.
+
+use mcb_benches::zipf;
+use mcb_core::sync::PayloadArc;
+use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, Promotion, L2};
+use std::hint::black_box;
+use std::time::Duration;
+
+const KEYS: usize = 100_000;
+
+type Load = fn() -> Result<Loaded<u64>, String>;
+type Quick = quick_cache::sync::Cache<Box<[u8]>, PayloadArc<u64>>;
+
+fn key(k: u64) -> [u8; 8] {
+    k.to_le_bytes()
+}
+
+fn ours(capacity: usize, shards: usize, l1_capacity: usize, promotion: Promotion) -> Cache<u64> {
+    let l2 = PayloadArc::new(L2::with_shards(capacity, shards).expect("valid"));
+    let opts = Options {
+        l1_capacity,
+        promotion,
+        ttl: Duration::ZERO,
+        ..Options::default()
+    };
+    Cache::new("bench", l2, opts).expect("valid")
+}
+
+fn get(cache: &Cache<u64>, k: u64) -> Level {
+    cache
+        .get(&key(k), &CallOptions::default(), None::<Load>)
+        .expect("no loader, no error")
+        .level
+}
+
+/// The keys of the Zipf paths, in the order the bench's threads read them.
+fn trace() -> impl Iterator<Item = u64> {
+    let trace = zipf(KEYS, 0.9, 1 << 16, 42);
+    (0..).map(move |i: usize| trace[i.wrapping_mul(7919) % trace.len()])
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().expect("a path");
+    let n: usize = args
+        .next()
+        .map_or(1_000_000, |n| n.parse().expect("a count"));
+    match path.as_str() {
+        "l1_hit" | "l1_hit_borrowed" => {
+            let cache = ours(64 << 20, 1, 16, Promotion::Always);
+            cache.put(&key(1), 1).expect("room");
+            for _ in 0..n {
+                if path == "l1_hit" {
+                    black_box(get(&cache, black_box(1)));
+                } else {
+                    black_box(
+                        cache
+                            .get_with(&key(black_box(1)), |v| *v)
+                            .expect("no error"),
+                    );
+                }
+            }
+        }
+        "l2_hit" => {
+            let cache = ours(64 << 20, 1, 1, Promotion::Always);
+            for k in [1, 2] {
+                cache.put(&key(k), k).expect("room");
+            }
+            for i in 0..n {
+                let level = get(&cache, black_box(1 + (i as u64 & 1)));
+                assert_eq!(level, Level::L2);
+            }
+        }
+        "l2_read" => {
+            let cache = ours(64 << 20, 1, 1, Promotion::SecondHit);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for k in [1, 2] {
+                        cache.put(&key(k), k).expect("room");
+                    }
+                });
+            });
+            for i in 0..n {
+                let level = get(&cache, black_box(1 + (i as u64 & 1)));
+                assert_eq!(level, Level::L2);
+            }
+        }
+        "zipf" => {
+            let cache = ours(256 << 20, 16, 1000, Promotion::SecondHit);
+            for k in 0..KEYS as u64 {
+                cache.put(&key(k), k).expect("room");
+            }
+            std::thread::scope(|s| {
+                // Another thread's L1 is the one filled by the puts: read from a fresh one.
+                s.spawn(|| {
+                    for k in trace().take(n) {
+                        black_box(get(&cache, k));
+                    }
+                });
+            });
+        }
+        "quick_cache_hit" | "quick_cache_zipf" => {
+            let quick = Quick::new(KEYS);
+            for k in 0..KEYS as u64 {
+                quick.insert(Box::new(key(k)), PayloadArc::new(k));
+            }
+            if path == "quick_cache_hit" {
+                for _ in 0..n {
+                    black_box(quick.get(&key(black_box(1))[..]));
+                }
+            } else {
+                for k in trace().take(n) {
+                    black_box(quick.get(&key(k)[..]));
+                }
+            }
+        }
+        other => panic!("unknown path {other}"),
+    }
+}
