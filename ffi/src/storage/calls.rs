@@ -79,8 +79,9 @@ pub(crate) unsafe extern "C" fn allocate(
         let (Some(key), false) = (unsafe { key(key_ptr, nkey) }, out.is_null()) else {
             return ENGINE_EINVAL;
         };
-        // The flags are the host's 32 bits, kept as they come.
-        match store.allocate(key, nbytes, flags as u32, exptime) {
+        // The flags are the host's 32 bits, kept as they come. The host fills the whole value
+        // before it stores the item (engine interface v1), so it is not zeroed first.
+        match store.allocate_unfilled(key, nbytes, flags as u32, exptime) {
             Ok(item) => {
                 // SAFETY: checked non-NULL; the host's out-parameter.
                 unsafe { *out = to_host(store, item) };
