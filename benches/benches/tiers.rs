@@ -29,12 +29,13 @@
 //!   (S3-FIFO), plain LRU (our L1 alone), moka (TinyLFU) and quick_cache (CLOCK-Pro-like).
 
 use criterion::{BenchmarkId, Throughput};
+use mcb_benches::tiers::{get, key, ours_with, store};
 use mcb_benches::{
     criterion, next_key, print_hit_ratios, print_ratios, results_dir, thread_counts, time_threads,
     wanted, zipf,
 };
 use mcb_core::sync::PayloadArc;
-use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, Promotion, L2};
+use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Promotion, L2};
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -46,45 +47,17 @@ const ZIPF_S: f64 = 0.9;
 /// Entries each thread's L1 holds in the Zipf groups.
 const L1_ENTRIES: usize = 1000;
 
-type Load = fn() -> Result<Loaded<u64>, String>;
 /// The peers, keyed by bytes as ours is.
 type Quick = quick_cache::sync::Cache<Box<[u8]>, PayloadArc<u64>>;
 type Moka = moka::sync::Cache<Box<[u8]>, PayloadArc<u64>>;
-
-fn key(k: u64) -> [u8; 8] {
-    k.to_le_bytes()
-}
 
 fn boxed(k: u64) -> Box<[u8]> {
     Box::new(key(k))
 }
 
-fn store(capacity: usize, shards: usize) -> PayloadArc<L2<u64>> {
-    PayloadArc::new(L2::with_shards(capacity, shards).expect("valid"))
-}
-
 /// Our cache with the seed's options (every L2 hit promoted into L1).
 fn ours(l2: PayloadArc<L2<u64>>, l1_capacity: usize) -> Cache<u64> {
     ours_with(l2, l1_capacity, Promotion::Always)
-}
-
-fn ours_with(l2: PayloadArc<L2<u64>>, l1_capacity: usize, promotion: Promotion) -> Cache<u64> {
-    let opts = Options {
-        l1_capacity,
-        promotion,
-        // Forever, as the peers keep them: a group runs longer than the default 30 s, after
-        // which every get would find a stale entry.
-        ttl: Duration::ZERO,
-        ..Options::default()
-    };
-    Cache::new("bench", l2, opts).expect("valid")
-}
-
-fn get(cache: &Cache<u64>, k: u64) -> Level {
-    cache
-        .get(&key(k), &CallOptions::default(), None::<Load>)
-        .expect("no loader, no error")
-        .level
 }
 
 /// What one of our entries weighs in L2 (to size a store in entries).

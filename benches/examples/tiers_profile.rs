@@ -10,37 +10,26 @@
 //! `l2_read`, `zipf` (Zipf 0.9 over 100k keys, the
 //! second-hit rule, 1000 L1 entries), `quick_cache_hit`, `quick_cache_zipf`.
 
+use mcb_benches::tiers::{get, key, ours_with, store};
 use mcb_benches::zipf;
 use mcb_core::sync::PayloadArc;
-use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, Promotion, L2};
+use mcb_core::tiers::{Cache, Level, Promotion};
 use std::hint::black_box;
-use std::time::Duration;
 
 const KEYS: usize = 100_000;
 
-type Load = fn() -> Result<Loaded<u64>, String>;
 type Quick = quick_cache::sync::Cache<Box<[u8]>, PayloadArc<u64>>;
 
-fn key(k: u64) -> [u8; 8] {
-    k.to_le_bytes()
-}
-
 fn ours(capacity: usize, shards: usize, l1_capacity: usize, promotion: Promotion) -> Cache<u64> {
-    let l2 = PayloadArc::new(L2::with_shards(capacity, shards).expect("valid"));
-    let opts = Options {
-        l1_capacity,
-        promotion,
-        ttl: Duration::ZERO,
-        ..Options::default()
-    };
-    Cache::new("bench", l2, opts).expect("valid")
+    ours_with(store(capacity, shards), l1_capacity, promotion)
 }
 
-fn get(cache: &Cache<u64>, k: u64) -> Level {
-    cache
-        .get(&key(k), &CallOptions::default(), None::<Load>)
-        .expect("no loader, no error")
-        .level
+/// `n` gets of keys 1 and 2 in turn, each answered by L2.
+fn alternate_in_l2(cache: &Cache<u64>, n: usize) {
+    for i in 0..n {
+        let level = get(cache, black_box(1 + (i as u64 & 1)));
+        assert_eq!(level, Level::L2);
+    }
 }
 
 /// The keys of the Zipf paths, in the order the bench's threads read them.
@@ -76,10 +65,7 @@ fn main() {
             for k in [1, 2] {
                 cache.put(&key(k), k).expect("room");
             }
-            for i in 0..n {
-                let level = get(&cache, black_box(1 + (i as u64 & 1)));
-                assert_eq!(level, Level::L2);
-            }
+            alternate_in_l2(&cache, n);
         }
         "l2_read" => {
             let cache = ours(64 << 20, 1, 1, Promotion::SecondHit);
@@ -90,10 +76,7 @@ fn main() {
                     }
                 });
             });
-            for i in 0..n {
-                let level = get(&cache, black_box(1 + (i as u64 & 1)));
-                assert_eq!(level, Level::L2);
-            }
+            alternate_in_l2(&cache, n);
         }
         "zipf" => {
             let cache = ours(256 << 20, 16, 1000, Promotion::SecondHit);

@@ -51,6 +51,52 @@ impl Env for NoopEnv {
 /// The seed's design, as `bucket_engine.c` has it: one shared `clients` counter per bucket
 /// (`__sync_add_and_fetch`, a full barrier), the state read after counting in, and lookups in a
 /// hash map under the global engines mutex with a shared `refcount`.
+/// What the tiers bench and its profiling driver build the same way: our cache of `u64`
+/// values under 8-byte keys, and one get of it.
+pub mod tiers {
+    use mcb_core::sync::PayloadArc;
+    use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, Promotion, L2};
+    use std::time::Duration;
+
+    /// A get without a loader.
+    pub type Load = fn() -> Result<Loaded<u64>, String>;
+
+    /// Key `k` as bytes.
+    pub fn key(k: u64) -> [u8; 8] {
+        k.to_le_bytes()
+    }
+
+    /// An L2 of `capacity` bytes in `shards` shards.
+    pub fn store(capacity: usize, shards: usize) -> PayloadArc<L2<u64>> {
+        PayloadArc::new(L2::with_shards(capacity, shards).expect("valid"))
+    }
+
+    /// Our cache over `l2` with an L1 of `l1_capacity` entries and `promotion`.
+    pub fn ours_with(
+        l2: PayloadArc<L2<u64>>,
+        l1_capacity: usize,
+        promotion: Promotion,
+    ) -> Cache<u64> {
+        let opts = Options {
+            l1_capacity,
+            promotion,
+            // Forever, as the peers keep them: a group runs longer than the default 30 s,
+            // after which every get would find a stale entry.
+            ttl: Duration::ZERO,
+            ..Options::default()
+        };
+        Cache::new("bench", l2, opts).expect("valid")
+    }
+
+    /// The level that answered a get of key `k`.
+    pub fn get(cache: &Cache<u64>, k: u64) -> Level {
+        cache
+            .get(&key(k), &CallOptions::default(), None::<Load>)
+            .expect("no loader, no error")
+            .level
+    }
+}
+
 pub mod seed {
     use super::*;
 

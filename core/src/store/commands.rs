@@ -207,8 +207,8 @@ impl Store {
     /// [`Store::allocate`] for a caller that writes every value byte before it stores the
     /// item, as memcached's hosts do (a value that did not arrive whole is released, never
     /// stored): the value's bytes are what the segment held until then, as memcached's slabs
-    /// hand memory out. Zeroing a 1 MB value word by word cost about as much as the kernel's
-    /// copy of it from the socket.
+    /// hand memory out. Zeroing a 1 MB value word by word cost about 3.3 M instructions, more
+    /// than all the rest of the SET's work in the engine.
     pub fn allocate_unfilled(
         &self,
         key: &[u8],
