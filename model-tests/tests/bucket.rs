@@ -585,6 +585,43 @@ fn bucket_delete_completes_with_a_hold_out_broken_unlocked_notify() {
     );
 }
 
+/// A get's item comes back while the bucket is being deleted: its release reads the state to
+/// decide whether a shutdown worker can be waiting for it (no wake-up while RUNNING), and the
+/// worker reads the count of holds to decide whether to wait. Whatever the interleaving, the
+/// engine is destroyed once the item is back, and the delete completes (no missed wake-up: a
+/// worker left waiting is a deadlock).
+fn unhold_races_delete() {
+    let (env, registry) = registry_with("b");
+    let bucket = registry.find("b").expect("running");
+    let hold = registry.enter(bucket.arc()).expect("running").into_hold();
+    drop(bucket);
+    let holder = thread::spawn(move || {
+        hold.engine().read_item();
+        drop(hold);
+    });
+    registry.delete("b", 7, false).expect("delete");
+    holder.join().unwrap();
+    registry.join_shutdowns();
+    assert_eq!(env.events().notified(), [7], "the delete never completed");
+    assert_eq!(env.events().destroyed(), 1, "the engine was not destroyed");
+    registry.destroy();
+    assert_eq!(env.events().destroyed(), 1);
+}
+
+#[test]
+fn bucket_unhold_races_delete() {
+    check(unhold_races_delete);
+}
+
+#[test]
+fn bucket_unhold_races_delete_broken_state_read_first() {
+    caught(
+        Mutant::UnholdChecksStateFirst,
+        "deadlock",
+        unhold_races_delete,
+    );
+}
+
 /// Global destroy races the drop of the last hold of a deleted bucket, whose worker may be
 /// waiting for it: the engine is destroyed exactly once (by the worker, woken by either, or by
 /// global destroy when it came before the worker began), and global destroy does not hang.

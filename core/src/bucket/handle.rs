@@ -44,10 +44,18 @@
 //! shutdown worker destroys a deleted bucket's engine (global destroy destroys only what is
 //! still in the registry, and waits for the workers first). It does so at once if it saw no
 //! hold, else once it reads zero under the shutdown mutex. Its load is Acquire and every hold's
-//! decrement is Release, and all decrements are read-modify-writes, so reading zero
+//! decrement is SeqCst (so Release), and all decrements are read-modify-writes, so reading zero
 //! synchronises with every one of them: each held item's last engine call (made while its hold
-//! lived) happens before the destroy. No client is inside after STOPPED. The wake-up cannot be
-//! missed (see `shutdown.rs`). At global destroy the worker stops waiting and destroys with
+//! lived) happens before the destroy. No client is inside after STOPPED.
+//!
+//! *The last hold wakes the worker only when one can be waiting.* The release of the last
+//! hold decrements the count (SeqCst) and then loads the state (SeqCst); it takes the shutdown
+//! mutex to wake the worker unless the state was RUNNING. The worker runs a SeqCst fence before
+//! each load of the count. If the releaser read RUNNING, its load preceded the STOPPED CAS in
+//! the total order S, which precedes (happens before) the worker's fence: the decrement
+//! precedes the fence in S, so the worker's load reads it (or later): it sees zero and does not
+//! wait. Otherwise the releaser wakes under the mutex, and that wake-up cannot be missed (see
+//! `shutdown.rs`). At global destroy the worker stops waiting and destroys with
 //! holds outstanding: the host makes no call then or after, so no held item is used again.
 //!
 //! `retain` uses the same handshake with `refcount` in place of the stripes, so a lookup that
@@ -63,7 +71,7 @@ use super::clients::Clients;
 use super::engine::Engine;
 use super::shutdown::Shutdown;
 use super::state::State;
-use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordered, Ordering};
+use crate::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordered, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Arc, Mutex};
 
@@ -210,22 +218,44 @@ impl<E: Engine> Handle<E> {
         self.holds.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A held item came back; the last one wakes the shutdown worker waiting to destroy.
+    /// A held item came back. The last one wakes the shutdown worker waiting to destroy, if
+    /// there can be one: not while the bucket is RUNNING, so a get's release neither takes the
+    /// registry's shutdown mutex nor makes a wake-up call (see "The last hold" in the docs).
     pub(crate) fn unhold(&self) {
-        // Release: the held item's engine calls happen before the worker's Acquire load that
-        // sees the count at zero, and so before the destroy.
-        let order = mutant::ordering(Mutant::UnholdRelaxed, Ordering::Release, Ordering::Relaxed);
-        let before = self.holds.fetch_sub(1, order);
+        if mutant::active(Mutant::UnholdChecksStateFirst) {
+            let running = self.state() == State::Running;
+            let before = self.holds.fetch_sub(1, Ordering::Release);
+            if before == 1 && !running {
+                self.shutdown.wake_workers();
+            }
+            return;
+        }
+        // SeqCst: the first half of the handshake with the shutdown worker's fenced load of the
+        // count (its Release part orders the held item's engine calls before the destroy).
+        let order = mutant::ordering(Mutant::UnholdRelaxed, Ordering::SeqCst, Ordering::Relaxed);
+        let (before, counted) = Ordered::fetch_sub(&self.holds, 1, order);
         debug_assert!(before > 0, "unhold without hold");
-        if before == 1 {
+        if before != 1 {
+            return;
+        }
+        // SeqCst: the second half: RUNNING here means the worker, which starts after STOPPED,
+        // reads this decrement and does not wait.
+        let (state, _) = counted.then_load(&self.state, Ordering::SeqCst);
+        if state != State::Running as u8 {
             self.shutdown.wake_workers();
         }
     }
 
-    /// Whether an item is still held (read by the shutdown worker, the last time under the
-    /// shutdown mutex).
+    /// Whether an item is still held (read by the shutdown worker, which starts after STOPPED;
+    /// the last time under the shutdown mutex).
     pub(crate) fn is_held(&self) -> bool {
-        // Acquire: pairs with `unhold`'s Release decrements (all of them, through the release
+        // SeqCst fence: the worker's half of the handshake with `unhold`: a last decrement
+        // whose thread then read RUNNING precedes this fence in the total order, so the load
+        // below reads it. A cold path (once or twice a delete), so a real fence in both builds.
+        // loom cannot tell it is needed (it orders the STOPPED CAS after `unhold`'s fence, so
+        // the spawned worker sees the decrement anyway): this step rests on the proof above.
+        fence(Ordering::SeqCst);
+        // Acquire: pairs with `unhold`'s decrements (all of them, through the release
         // sequence of read-modify-writes): the destroy that follows a zero sees their calls.
         self.holds.load(Ordering::Acquire) > 0
     }

@@ -78,6 +78,9 @@ pub enum Mutant {
     /// `Handle::unhold` decrements Relaxed instead of Release: the destroy need not happen after
     /// the held item's last call.
     UnholdRelaxed,
+    /// `Handle::unhold` reads the state before its decrement: it can read RUNNING, and so skip
+    /// the wake-up, while the shutdown worker reads the count before the decrement and waits.
+    UnholdChecksStateFirst,
     /// `l1::Slot::take` shares a slot that no cache holds any more, with its old incarnation,
     /// so that a new cache of a name reads the L1 copies of the dropped ones.
     L1SlotOutlivesItsCaches,

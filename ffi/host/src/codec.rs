@@ -39,15 +39,21 @@ pub fn encode_response<'b>(
 /// separately (a value streamed from the item).
 pub fn encode_head(buf: &mut Vec<u8>, r: &Response, ext: &[u8], key: &[u8], value_len: usize) {
     let total = ext.len() + key.len() + value_len;
-    buf.push(PROTOCOL_BINARY_RES);
-    buf.push(r.opcode);
-    buf.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    buf.push(ext.len() as u8);
-    buf.push(r.datatype);
-    buf.extend_from_slice(&r.status.to_be_bytes());
-    buf.extend_from_slice(&(total as u32).to_be_bytes());
-    buf.extend_from_slice(&r.opaque.to_be_bytes());
-    buf.extend_from_slice(&r.cas.to_be_bytes());
+    let keylen = (key.len() as u16).to_be_bytes();
+    let status = r.status.to_be_bytes();
+    let body = (total as u32).to_be_bytes();
+    let opaque = r.opaque.to_be_bytes();
+    let cas = r.cas.to_be_bytes();
+    // One append of the whole header: 24 pushes each check the capacity and bump the length.
+    #[rustfmt::skip]
+    let header: [u8; HEADER] = [
+        PROTOCOL_BINARY_RES, r.opcode, keylen[0], keylen[1],
+        ext.len() as u8, r.datatype, status[0], status[1],
+        body[0], body[1], body[2], body[3],
+        opaque[0], opaque[1], opaque[2], opaque[3],
+        cas[0], cas[1], cas[2], cas[3], cas[4], cas[5], cas[6], cas[7],
+    ];
+    buf.extend_from_slice(&header);
     buf.extend_from_slice(ext);
     buf.extend_from_slice(key);
 }

@@ -19,26 +19,27 @@
 use super::loader::DlEngine;
 use crate::abi::item;
 use mcb_core::bucket::Hold;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Items held, each with the hold on the bucket whose engine made it.
 #[derive(Default)]
-pub(crate) struct ItemHolds(Mutex<Vec<(usize, Hold<DlEngine>)>>);
+pub(crate) struct ItemHolds(Mutex<VecDeque<(usize, Hold<DlEngine>)>>);
 
 impl ItemHolds {
     const fn new() -> Self {
-        Self(Mutex::new(Vec::new()))
+        Self(Mutex::new(VecDeque::new()))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<(usize, Hold<DlEngine>)>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(usize, Hold<DlEngine>)>> {
         // A panic while locked (a bug of ours, caught at the boundary) leaves a usable list.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records that `item` came from the engine `hold` keeps.
     pub(crate) fn add(&self, item: *mut item, hold: Hold<DlEngine>) {
-        self.lock().push((item as usize, hold));
+        self.lock().push_back((item as usize, hold));
     }
 
     /// Runs `call` with the engine that made `item`, if it is recorded here.
@@ -48,7 +49,9 @@ impl ItemHolds {
         call: impl FnOnce(&DlEngine) -> T,
     ) -> Option<T> {
         let held = self.lock();
-        let (_, hold) = held.iter().find(|(i, _)| *i == item as usize)?;
+        // From the end: the host asks about the item it was handed last (a multi-get's info
+        // call follows each get), so a long list is not scanned once per item.
+        let (_, hold) = held.iter().rev().find(|(i, _)| *i == item as usize)?;
         Some(call(hold.engine()))
     }
 
@@ -56,8 +59,10 @@ impl ItemHolds {
     /// `hold.engine()`, then drops the hold.
     pub(crate) fn take(&self, item: *const item) -> Option<Hold<DlEngine>> {
         let mut held = self.lock();
+        // From the front, keeping the order: the host gives items back in the order it was
+        // handed them (a multi-get's replies), so each is found first and popped.
         let at = held.iter().position(|(i, _)| *i == item as usize)?;
-        Some(held.swap_remove(at).1)
+        held.remove(at).map(|(_, hold)| hold)
     }
 
     /// Moves every record to the process-wide list (the connection's state is being freed).
