@@ -15,7 +15,8 @@
 #     against a second mcb-memcached that loads the built-in engine's own library
 #     (libmcb_engine.so) with no bucket engine in between, to tell the layers apart.
 # Each row gives each server's CPU time per operation (user + system, from /proc/PID/stat, over
-# the run). Loopback only; every run is bounded.
+# the run) and the user-space part of it alone (usr: the rest is the kernel's, which the same
+# system calls cost both servers alike). Loopback only; every run is bounded.
 #
 # Our server runs libbucket_engine.so with the default bucket on MCB_BENCH_ENGINE_CONFIG
 # (default: the built-in storage engine, as the README's run command serves it; set it to
@@ -89,6 +90,8 @@ field() { sed -n "s/.*$1=\([0-9]*\).*/\1/p"; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 # CPU ticks (user + system) a process has used so far.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# CPU ticks in user space alone (the kernel's share is the rest).
+user_ticks() { awk '{ print $14 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 # Microseconds of CPU per operation: ticks used over ops.
 us_per_op() { awk -v t="$1" -v n="$2" -v hz="$hz" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }'; }
@@ -96,17 +99,17 @@ us_per_op() { awk -v t="$1" -v n="$2" -v hz="$hz" 'BEGIN { printf "%.2f", (n > 0
 # Runs loadgen against port $1 (pid $2) with the rest of the arguments; prints its line with
 # cpu_ticks= (and with MCB_BENCH_SYSCALLS, syscalls=) appended.
 measure() {
-    local port=$1 pid=$2 before after line perf_pid=
+    local port=$1 pid=$2 before after user_before user_after line perf_pid=
     shift 2
     if [ "$syscalls" = 1 ]; then
         perf stat -x, -e raw_syscalls:sys_enter -p "$pid" -o "$work/perf.$pid" &
         perf_pid=$!
         sleep 0.1
     fi
-    before=$(ticks "$pid")
+    before=$(ticks "$pid") user_before=$(user_ticks "$pid")
     line=$(timeout $((secs + 120)) "$loadgen" --port "$port" --secs "$secs" "$@")
-    after=$(ticks "$pid")
-    line="$line cpu_ticks=$((after - before))"
+    after=$(ticks "$pid") user_after=$(user_ticks "$pid")
+    line="$line cpu_ticks=$((after - before)) user_ticks=$((user_after - user_before))"
     if [ -n "$perf_pid" ]; then
         kill -INT "$perf_pid"
         wait "$perf_pid" || true
@@ -115,8 +118,8 @@ measure() {
     echo "$line"
 }
 
-printf '%-15s %5s %10s %10s %6s %8s %8s %6s %9s %9s %6s' mix conns mc_ops mcb_ops ratio \
-    mc_p99us mcb_p99us ratio mc_cpu_us mcb_cpu_us ratio
+printf '%-15s %5s %10s %10s %6s %8s %8s %6s %9s %9s %6s %8s %8s %6s' mix conns mc_ops mcb_ops ratio \
+    mc_p99us mcb_p99us ratio mc_cpu_us mcb_cpu_us ratio mc_usr mcb_usr ratio
 [ "$syscalls" = 1 ] && printf ' %8s %8s %6s' mc_sys mcb_sys ratio
 echo
 # row NAME CONNS PORT PID LOADGEN-ARGS...: one row, ours on PORT (process PID).
@@ -133,15 +136,17 @@ row() {
         theirs=$(measure "$mc_port" "$mc_pid" --conns "$conns" "$@")
         ours=$(measure "$port" "$pid" --conns "$conns" "$@")
     fi
-    local t_ops o_ops t_p99 o_p99 t_cpu o_cpu t_n o_n
+    local t_ops o_ops t_p99 o_p99 t_cpu o_cpu t_usr o_usr t_n o_n
     t_ops=$(field ops_per_sec <<<"$theirs") o_ops=$(field ops_per_sec <<<"$ours")
     t_p99=$(field p99_us <<<"$theirs") o_p99=$(field p99_us <<<"$ours")
     t_n=$(field ops <<<"$theirs") o_n=$(field ops <<<"$ours")
     t_cpu=$(us_per_op "$(field cpu_ticks <<<"$theirs")" "$t_n")
     o_cpu=$(us_per_op "$(field cpu_ticks <<<"$ours")" "$o_n")
-    printf '%-15s %5d %10d %10d %6s %8d %8d %6s %9s %9s %6s' "$name" "$conns" "$t_ops" "$o_ops" \
-        "$(div "$o_ops" "$t_ops")" "$t_p99" "$o_p99" "$(div "$o_p99" "$t_p99")" \
-        "$t_cpu" "$o_cpu" "$(div "$o_cpu" "$t_cpu")"
+    t_usr=$(us_per_op "$(field user_ticks <<<"$theirs")" "$t_n")
+    o_usr=$(us_per_op "$(field user_ticks <<<"$ours")" "$o_n")
+    printf '%-15s %5d %10d %10d %6s %8d %8d %6s %9s %9s %6s %8s %8s %6s' "$name" "$conns" "$t_ops" \
+        "$o_ops" "$(div "$o_ops" "$t_ops")" "$t_p99" "$o_p99" "$(div "$o_p99" "$t_p99")" \
+        "$t_cpu" "$o_cpu" "$(div "$o_cpu" "$t_cpu")" "$t_usr" "$o_usr" "$(div "$o_usr" "$t_usr")"
     if [ "$syscalls" = 1 ]; then
         local t_sys o_sys
         t_sys=$(div "$(field syscalls <<<"$theirs")" "$t_n")
