@@ -542,6 +542,58 @@ void test_delete_completes_with_item_held_same_connection(void) {
 }
 
 /*
+ * Several items of one engine out on one connection at once (a multi-get's), and a connection
+ * that goes away before it gave them all back: a connection holds three items of a bucket and
+ * another connection one; the bucket is deleted;
+ * the first connection gives back two, then disconnects with the third still out (its record
+ * moves to the orphans) and releases it afterwards, the other connection releases its own last.
+ * Each item reads until its release, and the engine is destroyed once, only after the last.
+ */
+void test_delete_completes_with_items_held_past_a_disconnect(void) {
+    fail_fast();
+    if (!boot_base()) {
+        return;
+    }
+    mh_conn *a = admin_conn();
+    CHECK(create_logged(a, "shared", "shared"));
+    mh_conn *c = user_conn("shared");
+    mh_conn *d = user_conn("shared");
+    int since = mh_log_lines();
+    item *one = held_item(c, "k1", "one");
+    item *two = held_item(c, "k2", "two");
+    item *three = held_item(c, "k3", "three");
+    item *other = held_item(d, "k4", "four");
+    CHECK(one != NULL && two != NULL && three != NULL && other != NULL);
+    if (one == NULL || two == NULL || three == NULL || other == NULL) {
+        return;
+    }
+    CHECK_EQ_INT(delete_bucket(a, "shared", "force=false"), PROTOCOL_BINARY_RESPONSE_SUCCESS);
+    CHECK(item_reads(c, two, "k2", "two"));
+    V->release(H, c, two);
+    CHECK(item_reads(c, one, "k1", "one"));
+    V->release(H, c, one);
+    CHECK_EQ_INT(engine_destroys(since, "shared"), 0); /* the third item still holds it */
+    /* ON_DISCONNECT with the third item out, the host's connection kept by a reservation the
+     * bucket engine does not see (as memcached keeps a closing connection until it released
+     * its items): the bucket engine frees the connection's state and orphans the record. */
+    SERVER_HANDLE_V1 *host = mh_get_server_api();
+    CHECK_EQ_INT(host->cookie->reserve(c), ENGINE_SUCCESS);
+    mh_conn_close(c);
+    CHECK(item_reads(c, three, "k3", "three"));
+    V->release(H, c, three);
+    CHECK_EQ_INT(engine_destroys(since, "shared"), 0); /* the other connection's still does */
+    CHECK(item_reads(d, other, "k4", "four"));
+    V->release(H, d, other);
+    CHECK(await_engine_destroyed(since, "shared"));
+    CHECK(!mh_log_contains(since, "Potential memory leak"));
+    host->cookie->release(c);
+    mh_conn_close(d);
+    mh_conn_close(a);
+    teardown();
+    CHECK_EQ_INT(engine_destroys(since, "shared"), 1);
+}
+
+/*
  * A new CREATE of the name while the old engine still has an item held (a GET's, as memcached
  * holds one while it sends the value): the new bucket has an engine of its own. The old item
  * reads and is stamped in the old engine only, the new bucket's item of the same key keeps its

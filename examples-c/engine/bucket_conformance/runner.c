@@ -106,6 +106,7 @@ static const test_case tests[] = {
     T(tap_item_held_across_delete),
     T(delete_completes_with_item_held),
     T(delete_completes_with_item_held_same_connection),
+    T(delete_completes_with_items_held_past_a_disconnect),
     T(destroy_with_item_held_after_delete),
     T(admin_delete_meets_client_holding_large_value),
     T(create_reuses_name_while_old_engine_held),

@@ -252,6 +252,7 @@ void test_items_follow_their_engine_across_select(void);
 void test_delete_while_set_value_arriving(void);
 void test_delete_completes_with_item_held(void);
 void test_delete_completes_with_item_held_same_connection(void);
+void test_delete_completes_with_items_held_past_a_disconnect(void);
 void test_create_reuses_name_while_old_engine_held(void);
 
 /* tap.c */

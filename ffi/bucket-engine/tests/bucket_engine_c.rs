@@ -25,7 +25,7 @@ use std::process::{Command, Output};
 const VARIANT: Variant = Variant::of(cfg!(feature = "engine-pu"));
 
 /// The number of tests in the suite's table (`bucket_conformance/runner.c`).
-const EXPECTED_TESTS: usize = 72;
+const EXPECTED_TESTS: usize = 73;
 
 /// The `libbucket_engine.so` cargo built for this test run, next to this test binary in
 /// `target/<profile>/deps` (the copy in `target/<profile>` is only refreshed by `cargo build`).
