@@ -2,6 +2,8 @@
 //! binary response packets, `STAT` lines, and the [`Sink`] an engine's `ADD_RESPONSE` and
 //! `ADD_STAT` write a request's answers into.
 
+#![deny(unsafe_code)]
+
 use mcb_abi::abi::*;
 
 /// A binary packet's header.

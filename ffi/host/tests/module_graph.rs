@@ -94,7 +94,10 @@ fn the_protocols_hold_no_unsafe() {
     let protocol = |m: &str| {
         m == "ascii"
             || m.starts_with("ascii::")
-            || ["binary", "ext", "io", "session", "stats", "text", "worker"].contains(&m)
+            || [
+                "binary", "codec", "ext", "io", "session", "stats", "text", "worker",
+            ]
+            .contains(&m)
     };
     // Where `unsafe` may be: the C boundary (the server API tables, cookies, the engine's
     // calls, packets handed to it), the process calls and the command line's entry point.
