@@ -150,7 +150,7 @@ impl Store {
             clock,
             flush_at: AtomicU32::new(0),
             flushing: Mutex::new(()),
-            counters: Counters::new(),
+            counters: Counters::default(),
             evictions_base: AtomicU64::new(0),
             expired_base: AtomicU64::new(0),
             blocks: Blocks::default(),
