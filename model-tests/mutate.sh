@@ -137,6 +137,22 @@ add seg-displace-moving-relaxed core/src/store/seg/index.rs store \
     'index.moving.fetch_sub(1, Ordering::Release);' \
     'index.moving.fetch_sub(1, Ordering::Relaxed);' \
     "end of a move Release to Relaxed: a reader that sees no move running need not see the move counted, and misses"
+add counts-claim-relaxed core/src/sync/counts.rs store \
+    '.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)' \
+    '.compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)' \
+    "slot claim Acquire to Relaxed: a thread taking a slot number can count on from before its last holder's counts"
+add counts-release-relaxed core/src/sync/counts.rs store \
+    $'Mutant::ClaimReleasedRelaxed,\n                Ordering::Release,' \
+    $'Mutant::ClaimReleasedRelaxed,\n                Ordering::Relaxed,' \
+    "slot number given back Relaxed, not Release: its next holder can count on from before this thread's counts"
+add counts-base-load-relaxed core/src/sync/counts.rs store \
+    'let base = self.base[i].load(Ordering::Acquire);' \
+    'let base = self.base[i].load(Ordering::Relaxed);' \
+    "reset baseline load Acquire to Relaxed: a read can sum cells older than the baseline and wrap below zero"
+add counts-reset-relaxed core/src/sync/counts.rs store \
+    'fetch_max(self.sum(i), Ordering::Release)' \
+    'fetch_max(self.sum(i), Ordering::Relaxed)' \
+    "reset baseline Release to Relaxed: a read that sees the baseline can sum cells older than it and wrap below zero"
 add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
     'let held = h.caches > 0 ||' 'let held = true ||' \
     "a new cache of a name takes the slot of dropped ones: their L1 copies outlive them"

@@ -2,7 +2,9 @@
 //! and on a deliberately broken variant it must reject (`caught`): a slot published before its
 //! item's bytes, a segment reused under a pinned reader, an eviction racing a get and a set of
 //! the same key, a counted hold racing the reuse of its segment, and a reader racing a slot's
-//! move to its other index bucket (on the index alone: `store::index_model`).
+//! move to its other index bucket (on the index alone: `store::index_model`); and the store's
+//! statistics (`sync::Counts`, which the store counts with): a count of a thread that exited
+//! is kept when another takes its slot, and a reset is never undone.
 //!
 //! The stores are tiny (64-byte segments, one index bucket) and filled before the model's
 //! threads start, so that one write of a thread is what evicts and reuses a segment. A store
@@ -15,7 +17,7 @@ use mcb_core::store::index_model::Keys;
 use mcb_core::store::{Config, ManualClock, Store, StoreOp};
 use mcb_core::sync::atomic::{AtomicBool, Ordering};
 use mcb_core::sync::mutant::Mutant;
-use mcb_core::sync::{thread, Arc};
+use mcb_core::sync::{thread, Arc, Counts};
 use mcb_model_tests::{caught, check as check_one};
 
 /// Runs a model on the real code with room for the store's many steps.
@@ -346,5 +348,77 @@ fn store_reader_never_misses_a_slot_moving_during_a_doubling_catches_a_miss_with
         Mutant::FindSkipsMoveCheck,
         "a reader missed a moving slot",
         move || reader_races_a_move(&keys),
+    );
+}
+
+/// Two threads count once each and exit (a loom model has two slots: the second may take the
+/// slot the first gave back, and goes on from its count): both counts are kept.
+fn counts_outlive_their_threads() {
+    let counts = Arc::new(Counts::<1>::new());
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let counts = counts.clone();
+            thread::spawn(move || counts.add(0, 1))
+        })
+        .collect();
+    for counter in threads {
+        counter.join().expect("counter");
+    }
+    assert_eq!(counts.get(0), 2, "a count lost with its thread");
+}
+
+#[test]
+fn store_counts_outlive_their_threads() {
+    check(counts_outlive_their_threads);
+}
+
+#[test]
+fn store_counts_outlive_their_threads_catches_a_relaxed_release_of_a_slot() {
+    caught(
+        Mutant::ClaimReleasedRelaxed,
+        "a count lost with its thread",
+        counts_outlive_their_threads,
+    );
+}
+
+/// A thread counts twice, raising a flag between its counts, while this one resets the
+/// counter and a third reads it: a count made before the reset (the first, when this thread
+/// saw the flag) never comes back, and no read falls below the reset's baseline.
+fn reset_is_not_undone() {
+    let counts = Arc::new(Counts::<1>::new());
+    let first = Arc::new(AtomicBool::new(false));
+    let counter = {
+        let (counts, first) = (counts.clone(), first.clone());
+        thread::spawn(move || {
+            counts.add(0, 1);
+            // Release: pairs with the Acquire load below.
+            first.store(true, Ordering::Release);
+            counts.add(0, 1);
+        })
+    };
+    let reader = {
+        let counts = counts.clone();
+        thread::spawn(move || assert!(counts.get(0) <= 2, "a read below the reset's baseline"))
+    };
+    // Acquire: see above.
+    let seen = first.load(Ordering::Acquire);
+    counts.reset();
+    counter.join().expect("counter");
+    reader.join().expect("reader");
+    let after = counts.get(0);
+    assert!(after <= 2 - u64::from(seen), "a reset undone: {after}");
+}
+
+#[test]
+fn store_reset_is_not_undone() {
+    check(reset_is_not_undone);
+}
+
+#[test]
+fn store_reset_is_not_undone_catches_a_reset_that_zeroes_the_cells() {
+    caught(
+        Mutant::ResetZeroesCells,
+        "a reset undone",
+        reset_is_not_undone,
     );
 }

@@ -26,7 +26,7 @@
 //!
 //! The folder, bottom up: `seg` (the segment store: memory, index, segments, eviction),
 //! `config`, `error` and `clock` (what a store is made with), `item` (a handed-out item),
-//! `stats` (striped counters), `commands` (the [`Store`] and the classic commands), `meta` (the
+//! `stats` (per-thread counters), `commands` (the [`Store`] and the classic commands), `meta` (the
 //! meta commands and incr/decr), `token` (items as tokens for the C boundary).
 
 mod clock;

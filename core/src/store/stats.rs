@@ -1,8 +1,8 @@
-//! Operation counters, striped by thread so that counting a get does not bounce one cache line
-//! between every core (a stats call sums the stripes), and the snapshot a stats call returns.
+//! Operation counters, per thread so that counting a get writes no line another core writes
+//! and takes no locked instruction (a stats call sums the threads' slots: `sync::Counts`), and
+//! the snapshot a stats call returns.
 
-use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::sync::Striped;
+use crate::sync::Counts;
 
 /// What the store counts, one counter each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,42 +29,23 @@ pub(crate) enum Counter {
 
 const COUNTERS: usize = Counter::CmdFlush as usize + 1;
 
-/// Per-thread stripes of every counter.
-#[derive(Debug)]
-pub(crate) struct Counters {
-    stripes: Striped<[AtomicU64; COUNTERS]>,
-}
+/// Every counter.
+#[derive(Debug, Default)]
+pub(crate) struct Counters(Counts<COUNTERS>);
 
 impl Counters {
-    pub(crate) fn new() -> Self {
-        Self {
-            stripes: Striped::new(|| std::array::from_fn(|_| AtomicU64::new(0))),
-        }
-    }
-
     #[inline]
     pub(crate) fn add(&self, counter: Counter, n: u64) {
-        let stripe = self.stripes.own();
-        // Relaxed: a statistic; nothing is published with it and readers sum what they see.
-        stripe[counter as usize].fetch_add(n, Ordering::Relaxed);
+        self.0.add(counter as usize, n);
     }
 
     pub(crate) fn get(&self, counter: Counter) -> u64 {
-        self.stripes
-            .iter()
-            // Relaxed: see `add`.
-            .map(|s| s[counter as usize].load(Ordering::Relaxed))
-            .fold(0, u64::wrapping_add)
+        self.0.get(counter as usize)
     }
 
     /// Zeroes every counter (counts racing with the reset may land on either side of it).
     pub(crate) fn reset(&self) {
-        for stripe in self.stripes.iter() {
-            for counter in stripe.iter() {
-                // Relaxed: see `add`.
-                counter.store(0, Ordering::Relaxed);
-            }
-        }
+        self.0.reset();
     }
 }
 

@@ -157,6 +157,19 @@ pub(super) fn thread_index() -> usize {
     })
 }
 
+/// The claim flags of [`Counts`](super::Counts): two per CPU (as many as a `Counts` has
+/// slots, so that a model's third thread may find none). Each claim keeps the flags alive
+/// itself: the model's main thread gives its claim back after loom dropped its lazy statics.
+pub(super) type Claims = std::sync::Arc<[atomic::AtomicBool]>;
+
+pub(super) fn claims() -> Claims {
+    loom::lazy_static! {
+        static ref CLAIMS: Claims =
+            (0..cpu_count() * 2).map(|_| atomic::AtomicBool::new(false)).collect();
+    }
+    CLAIMS.clone()
+}
+
 /// Epoch-based reclamation (crossbeam-epoch) behind one type, so loom models can free what a
 /// structure retired when the structure goes.
 #[allow(unsafe_code)] // the per-thread participant slots, the models' retired flags

@@ -100,6 +100,12 @@ pub enum Mutant {
     /// A lookup of the store's index that misses returns at once, without checking whether a
     /// slot moved to its other bucket meanwhile.
     FindSkipsMoveCheck,
+    /// A thread gives its `Counts` slot number back with a Relaxed store instead of Release:
+    /// the next holder's counts can start from before the last holder's.
+    ClaimReleasedRelaxed,
+    /// `Counts::reset` stores zero into every cell instead of recording a baseline: a count
+    /// in flight (a load, then a store) puts back what the reset zeroed.
+    ResetZeroesCells,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.

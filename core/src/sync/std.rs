@@ -153,6 +153,15 @@ pub(super) fn thread_index() -> usize {
     })
 }
 
+/// The claim flags of [`Counts`](super::Counts): flag `n` is set while a thread holds slot
+/// number `n`. 256 of them, the most slots a `Counts` has.
+pub(super) type Claims = &'static [atomic::AtomicBool];
+
+pub(super) fn claims() -> Claims {
+    static CLAIMS: [atomic::AtomicBool; 256] = [const { atomic::AtomicBool::new(false) }; 256];
+    &CLAIMS
+}
+
 /// Epoch-based reclamation (crossbeam-epoch) behind one type, so loom models can free what a
 /// structure retired when the structure goes.
 pub mod epoch {

@@ -3,8 +3,9 @@
 //! A counter or lock that every thread writes makes its cache line bounce between all cores.
 //! Striping gives each thread the stripe of its [`thread_index`] (threads beyond the stripe
 //! count share stripes), so threads on different stripes never write the same line; a rare
-//! reader that needs the whole picture visits every stripe. The bucket's client count, the
-//! store's statistics, [`super::ReadMostly`] and the cache's L1s are all built on it.
+//! reader that needs the whole picture visits every stripe. The bucket's client count,
+//! [`super::ReadMostly`] and the cache's L1s are built on it (the store's statistics, which a
+//! thread writes with no locked instruction, on [`super::Counts`]).
 
 #[cfg(mcb_loom)]
 use super::loom as build;
