@@ -788,7 +788,8 @@ impl Store {
 
     /// Gives back `token`'s hold (memcached's `release`).
     pub fn release_token(&self, token: u64) {
-        drop(self.token_item(token, true));
+        self.blocks
+            .release(&self.engine, self.config.use_cas, token);
     }
 
     fn token_item(&self, token: u64, take: bool) -> ItemRef<'_> {

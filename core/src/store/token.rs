@@ -109,13 +109,32 @@ impl Blocks {
             let place = Place::Block { block, loc };
             (Item::read(place, use_cas), hold)
         } else {
-            let loc = Loc {
-                seg: ((token >> SEG_SHIFT) & ((1 << (HOLD_SHIFT - SEG_SHIFT)) - 1)) as u32,
-                off: (token & ((1 << SEG_SHIFT) - 1)) as u32,
-            };
-            let item = engine.item_at(loc).expect("a segment item");
-            (item, hold_of(token >> HOLD_SHIFT & 3))
+            let (loc, hold) = in_segment(token);
+            (engine.item_at(loc).expect("a segment item"), hold)
         };
         ItemRef { engine, item, hold }
     }
+
+    /// Gives back `token`'s hold (memcached's `release`). An item in the segments is not read:
+    /// the token names its segment and its hold.
+    pub(crate) fn release(&self, engine: &Engine, use_cas: bool, token: u64) {
+        if token & BLOCK != 0 {
+            drop(self.token_item(engine, use_cas, token, true));
+            return;
+        }
+        match in_segment(token) {
+            (loc, Hold::Writer) => engine.drop_writer_at(loc),
+            (loc, Hold::Counted) => engine.unhold_at(loc),
+            (_, Hold::Pinned) => {}
+        }
+    }
+}
+
+/// The location and hold of a token that names an item in the segments (no `BLOCK` bit).
+fn in_segment(token: u64) -> (Loc, Hold) {
+    let loc = Loc {
+        seg: ((token >> SEG_SHIFT) & ((1 << (HOLD_SHIFT - SEG_SHIFT)) - 1)) as u32,
+        off: (token & ((1 << SEG_SHIFT) - 1)) as u32,
+    };
+    (loc, hold_of(token >> HOLD_SHIFT & 3))
 }

@@ -291,6 +291,20 @@ impl Engine {
         }
     }
 
+    /// Gives back a counted hold on the item at `loc` without reading it (a token's release):
+    /// as [`Engine::unhold`] of that item (a large object's hold is its block's reference).
+    pub(crate) fn unhold_at(&self, loc: Loc) {
+        if !self.segs.is_large(loc.seg) {
+            self.segs.unhold(loc.seg);
+        }
+    }
+
+    /// Lets the allocation at `loc` go without reading it (a token's release): as
+    /// [`Engine::drop_writer`] of that item.
+    pub(crate) fn drop_writer_at(&self, loc: Loc) {
+        self.segs.drop_writer(loc.seg);
+    }
+
     /// A new item of `shape` for `key` (header and key written, value not), holding a writer
     /// on its segment or large object; `Short` when no room could be made.
     pub(crate) fn reserve(
