@@ -6,6 +6,7 @@
 
 use super::execute::{Hit, Reply};
 use crate::api::server_core::MEMCACHED_VERSION;
+use crate::codec::push_decimal;
 use crate::io::{Output, COPY_MAX};
 use crate::session::Flow;
 use crate::text::{error_line, reply as line};
@@ -42,9 +43,15 @@ pub fn value(out: &mut Output, key: &[u8], hit: Hit, with_cas: bool) {
     let tail = out.tail();
     tail.extend_from_slice(b"VALUE ");
     tail.extend_from_slice(key);
-    let _ = write!(tail, " {flags} {nbytes}");
-    if with_cas {
-        let _ = write!(tail, " {cas}");
+    for (number, shown) in [
+        (u64::from(flags), true),
+        (nbytes as u64, true),
+        (cas, with_cas),
+    ] {
+        if shown {
+            tail.push(b' ');
+            push_decimal(tail, number);
+        }
     }
     tail.extend_from_slice(b"\r\n");
     match hit {

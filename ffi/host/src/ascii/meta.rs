@@ -14,6 +14,7 @@
 
 use super::parse::{self, Request, SetLine};
 use crate::api::server_core::{current_time, to_rel_time};
+use crate::codec::{push_decimal, push_signed};
 use crate::counters::Stat;
 use crate::engine::{Arith, Value};
 use crate::ext::{self, MetaArith, MetaGet};
@@ -45,29 +46,30 @@ struct Known {
 /// `known` has their value.
 fn echo(out: &mut Vec<u8>, r: &Request, known: &Known) {
     for flag in r.flags {
-        let _ = match flag[0] {
+        match flag[0] {
             b'k' => {
                 out.extend_from_slice(b" k");
                 out.extend_from_slice(r.sent_key);
                 if r.base64 {
                     out.extend_from_slice(b" b");
                 }
-                Ok(())
             }
             b'O' => {
                 out.extend_from_slice(b" ");
                 out.extend_from_slice(flag);
-                Ok(())
             }
-            b'c' => known.cas.map_or(Ok(()), |v| write!(out, " c{v}")),
-            b'f' => known.flags.map_or(Ok(()), |v| write!(out, " f{v}")),
-            b's' => known.size.map_or(Ok(()), |v| write!(out, " s{v}")),
-            b't' => known.ttl.map_or(Ok(()), |v| write!(out, " t{v}")),
-            b'h' => known
-                .hit_before
-                .map_or(Ok(()), |v| write!(out, " h{}", u8::from(v))),
-            b'l' => known.idle.map_or(Ok(()), |v| write!(out, " l{v}")),
-            _ => Ok(()),
+            b'c' => number(out, b" c", known.cas),
+            b'f' => number(out, b" f", known.flags.map(u64::from)),
+            b's' => number(out, b" s", known.size.map(|v| v as u64)),
+            b't' => {
+                if let Some(ttl) = known.ttl {
+                    out.extend_from_slice(b" t");
+                    push_signed(out, ttl);
+                }
+            }
+            b'h' => number(out, b" h", known.hit_before.map(u64::from)),
+            b'l' => number(out, b" l", known.idle.map(u64::from)),
+            _ => {}
         };
     }
     // memcached's order: Z, X, W.
@@ -75,6 +77,14 @@ fn echo(out: &mut Vec<u8>, r: &Request, known: &Known) {
         if known.state & bit != 0 {
             out.extend_from_slice(text.as_bytes());
         }
+    }
+}
+
+/// ` <flag><value>`, when there is a value.
+fn number(out: &mut Vec<u8>, flag: &[u8], value: Option<u64>) {
+    if let Some(v) = value {
+        out.extend_from_slice(flag);
+        push_decimal(out, v);
     }
 }
 
@@ -227,7 +237,8 @@ pub fn get(peer: &Peer, out: &mut Output, packet: &mut Packet, r: &Request) -> F
 /// A hit's `VA` answer and its value.
 fn value(out: &mut Output, r: &Request, known: &Known, held: Held) {
     let tail = out.tail();
-    let _ = write!(tail, "VA {}", known.size.unwrap_or(0));
+    tail.extend_from_slice(b"VA ");
+    push_decimal(tail, known.size.unwrap_or(0) as u64);
     echo(tail, r, known);
     tail.extend_from_slice(b"\r\n");
     match held {
