@@ -43,15 +43,13 @@ pub fn value(out: &mut Output, key: &[u8], hit: Hit, with_cas: bool) {
     let tail = out.tail();
     tail.extend_from_slice(b"VALUE ");
     tail.extend_from_slice(key);
-    for (number, shown) in [
-        (u64::from(flags), true),
-        (nbytes as u64, true),
-        (cas, with_cas),
-    ] {
-        if shown {
-            tail.push(b' ');
-            push_decimal(tail, number);
-        }
+    tail.push(b' ');
+    push_decimal(tail, u64::from(flags));
+    tail.push(b' ');
+    push_decimal(tail, nbytes as u64);
+    if with_cas {
+        tail.push(b' ');
+        push_decimal(tail, cas);
     }
     tail.extend_from_slice(b"\r\n");
     match hit {
