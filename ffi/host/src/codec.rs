@@ -104,6 +104,36 @@ pub struct Sink {
     /// arguments), not encoded: the host reads the engine's answer to a packet it built itself
     /// from these fields, with no binary response to encode and parse again.
     pub answer: Option<Answer>,
+    /// The buffers of an answer read and given back ([`Sink::keep`]), for the next one: a
+    /// meta request's answer allocates nothing.
+    pub spare: Answer,
+}
+
+/// The most an answer's buffer may hold to be kept for the next answer: a connection keeps at
+/// most two such buffers, idle or not.
+const SPARE_MAX: usize = 1 << 10;
+
+impl Sink {
+    /// Prepares the sink for the engine's answers to one request.
+    pub fn open(&mut self, ascii: bool, opcode: u8, opaque: u32) {
+        self.buf.clear();
+        self.ascii = ascii;
+        self.opcode = opcode;
+        self.opaque = opaque;
+        self.status = None;
+        self.capture = None;
+        self.answer = None;
+    }
+
+    /// Keeps an answer's buffers (cleared) for the next answer, unless they grew large.
+    pub fn keep(&mut self, ext: Vec<u8>, value: Vec<u8>) {
+        for (spare, mut buf) in [(&mut self.spare.ext, ext), (&mut self.spare.value, value)] {
+            if buf.capacity() <= SPARE_MAX && buf.capacity() > spare.capacity() {
+                buf.clear();
+                *spare = buf;
+            }
+        }
+    }
 }
 
 /// An engine's response to a packet the host built, as `ADD_RESPONSE` handed it.
@@ -147,6 +177,19 @@ pub fn push_stat(sink: &mut Sink, key: &[u8], val: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_answer_lends_its_buffers_unless_they_grew_large() {
+        let mut sink = Sink::default();
+        let (mut ext, value) = (Vec::with_capacity(32), vec![7u8; SPARE_MAX + 1]);
+        ext.extend_from_slice(b"mcbM");
+        sink.keep(ext, value);
+        assert!(sink.spare.ext.is_empty() && sink.spare.ext.capacity() >= 32);
+        assert_eq!(sink.spare.value.capacity(), 0, "a large buffer is not kept");
+        // A smaller buffer does not replace a larger spare.
+        sink.keep(Vec::with_capacity(8), Vec::with_capacity(64));
+        assert!(sink.spare.ext.capacity() >= 32 && sink.spare.value.capacity() >= 64);
+    }
 
     #[test]
     fn decimals_are_written_as_format_writes_them() {

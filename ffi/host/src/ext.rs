@@ -201,7 +201,7 @@ pub fn meta_get(
         x[0] |= GET_NO_BUMP;
     }
     let a = ours(call(peer, packet, CMD_META_GET, [&x, key, &[]]))?;
-    match (a.status, a.ext.get(4..17)) {
+    let hit = match (a.status, a.ext.get(4..17)) {
         (PROTOCOL_BINARY_RESPONSE_SUCCESS, Some(ext)) => Ok(Some(MetaHit {
             flags: word(ext, 0).unwrap_or(0),
             exptime: word(ext, 4).unwrap_or(0),
@@ -210,9 +210,15 @@ pub fn meta_get(
             cas: a.cas,
             value: a.value,
         })),
-        (PROTOCOL_BINARY_RESPONSE_KEY_ENOENT, _) => Ok(None),
+        (PROTOCOL_BINARY_RESPONSE_KEY_ENOENT, _) => {
+            peer.keep_answer(Vec::new(), a.value);
+            Ok(None)
+        }
         _ => Err(ENGINE_FAILED),
-    }
+    };
+    // The value goes on with the hit (the caller gives it back once answered).
+    peer.keep_answer(a.ext, Vec::new());
+    hit
 }
 
 /// `md … I`: the item becomes a stale copy (with expiry `ttl`, when given) if `cas` is 0 or the

@@ -301,28 +301,31 @@ impl Peer {
 
     /// Prepares the sink for the engine's answers to one request.
     pub fn open_sink(&self, ascii: bool, opcode: u8, opaque: u32) {
-        let mut sink = self.conn.sink();
-        sink.buf.clear();
-        sink.ascii = ascii;
-        sink.opcode = opcode;
-        sink.opaque = opaque;
-        sink.status = None;
-        sink.capture = None;
-        sink.answer = None;
+        self.conn.sink().open(ascii, opcode, opaque);
     }
 
     /// Prepares the sink to record the engine's response to a packet of `opcode` the host built
-    /// (see [`crate::codec::Answer`]).
+    /// (see [`crate::codec::Answer`]), in the buffers of the last answer given back.
     pub fn open_answer(&self, opcode: u8) {
-        self.open_sink(false, opcode, 0);
-        self.conn.sink().answer = Some(Answer::default());
+        let mut sink = self.conn.sink();
+        sink.open(false, opcode, 0);
+        sink.answer = Some(std::mem::take(&mut sink.spare));
     }
 
     /// The engine's response since [`Peer::open_answer`], if it gave one.
     pub fn take_answer(&self) -> Option<Answer> {
         let mut sink = self.conn.sink();
-        let answer = sink.answer.take();
-        sink.status.and(answer)
+        let answer = sink.answer.take()?;
+        if sink.status.is_none() {
+            sink.keep(answer.ext, answer.value);
+            return None;
+        }
+        Some(answer)
+    }
+
+    /// Gives an answer's buffers back (see [`Peer::open_answer`]).
+    pub fn keep_answer(&self, ext: Vec<u8>, value: Vec<u8>) {
+        self.conn.sink().keep(ext, value);
     }
 
     /// Moves what the engine's callbacks produced into `out`; the status of its last response.

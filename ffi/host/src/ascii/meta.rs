@@ -218,7 +218,9 @@ pub fn get(peer: &Peer, out: &mut Output, packet: &mut Packet, r: &Request) -> F
         Ok(Some((known, held))) => {
             peer.fetched(true);
             if r.has(b'v') {
-                value(out, r, &known, held);
+                if let Some(copied) = value(out, r, &known, held) {
+                    peer.keep_answer(Vec::new(), copied);
+                }
             } else {
                 answer(out.tail(), r, "HD", &known);
             }
@@ -234,21 +236,31 @@ pub fn get(peer: &Peer, out: &mut Output, packet: &mut Packet, r: &Request) -> F
     }
 }
 
-/// A hit's `VA` answer and its value.
-fn value(out: &mut Output, r: &Request, known: &Known, held: Held) {
+/// A hit's `VA` answer and its value; the buffer of a copied value, to give back.
+fn value(out: &mut Output, r: &Request, known: &Known, held: Held) -> Option<Vec<u8>> {
     let tail = out.tail();
     tail.extend_from_slice(b"VA ");
     push_decimal(tail, known.size.unwrap_or(0) as u64);
     echo(tail, r, known);
     tail.extend_from_slice(b"\r\n");
-    match held {
-        Held::Copied(v) => tail.extend_from_slice(&v),
-        Held::Item(value) if value.len() <= COPY_MAX => value
-            .value()
-            .for_each(|piece| tail.extend_from_slice(piece)),
-        Held::Item(value) => out.push_value(value),
-    }
+    let copied = match held {
+        Held::Copied(v) => {
+            tail.extend_from_slice(&v);
+            Some(v)
+        }
+        Held::Item(value) if value.len() <= COPY_MAX => {
+            value
+                .value()
+                .for_each(|piece| tail.extend_from_slice(piece));
+            None
+        }
+        Held::Item(value) => {
+            out.push_value(value);
+            None
+        }
+    };
     out.tail().extend_from_slice(b"\r\n");
+    copied
 }
 
 /// `md <key> <flag>*`: a delete, with a CAS to compare when `C` is given.
