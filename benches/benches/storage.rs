@@ -10,10 +10,10 @@
 //!   hit ratio from one thread's pass over the trace (after a pass to warm up), fresh caches.
 //!
 //! The sides, each one call per operation:
-//! - `ours`: what `mcb_ffi::storage` calls for each engine call (a get takes a counted hold on
-//!   the item's segment, as for a foreign host; a set allocates the item in a segment and
-//!   stores it); `ours_pinned`: a get within a pin, without a hold (what a host that pins per
-//!   turn gets);
+//! - `ours`: what `mcb_ffi::storage` calls for each engine call (a get is a fetch: it takes a
+//!   counted hold on the item's segment, as for a foreign host, and notes the access; a set
+//!   allocates the item in a segment and stores it); `ours_pinned`: a get within a pin, without
+//!   a hold or the access note (what a host that pins per turn gets);
 //! - `global_lock` (`global_lock_lru` when evicting: a hit moves the item to the front, a set
 //!   past the budget drops the back): memcached's design reduced to a get and a set;
 //! - `quick_cache`: `quick_cache::sync::Cache` of byte keys and `Arc<[u8]>` values weighed in
@@ -272,7 +272,7 @@ impl Sides {
 
     fn get(&self, side: Side, key: &[u8]) -> bool {
         match side {
-            Side::Ours => black_box(self.ours.get(key)).is_some(),
+            Side::Ours => black_box(self.ours.fetch(key)).is_some(),
             Side::OursPinned => {
                 let pin = self.ours.pin();
                 let hit = self.ours.get_pinned(&pin, key).is_some();

@@ -2,9 +2,10 @@
 //! instruction counts do not depend on the machine's load (criterion's times do).
 //!
 //! `store_ops KIND N`: fills a 64 MiB store with 10,000 items of 100 bytes, then runs N
-//! operations of KIND on uniformly drawn keys: `get` (a counted hold, as for a foreign host),
-//! `pinned` (a pin and a get within it, no hold), `set`, or `none` (the loop alone: subtract
-//! it). Instructions per operation: (Ir of KIND - Ir of none) / N.
+//! operations of KIND on uniformly drawn keys: `get` (the engine's fetch: a counted hold, as for
+//! a foreign host, and the access noted), `pinned` (a pin and a get within it, no hold), `set`,
+//! or `none` (the loop alone: subtract it). Instructions per operation: (Ir of KIND - Ir of
+//! none) / N.
 //!
 //!     valgrind --tool=callgrind target/release/examples/store_ops pinned 200000
 
@@ -39,7 +40,7 @@ fn main() {
     for _ in 0..n {
         let key = &keys[(rng.next_u64() % KEYS) as usize];
         hits += match kind.as_str() {
-            "get" => u64::from(black_box(store.get(key)).is_some()),
+            "get" => u64::from(black_box(store.fetch(key)).is_some()),
             "pinned" => {
                 let pin = store.pin();
                 let hit = black_box(store.get_pinned(&pin, key)).is_some();

@@ -493,3 +493,19 @@ fn a_cache_between_powers_of_two_fills_its_segments_with_small_items() {
     let kept = s.stats().curr_items;
     assert!(kept > 155_000, "{kept} items kept");
 }
+
+#[test]
+fn a_fetch_notes_the_access_at_its_lookup_time_and_a_get_does_not() {
+    let (s, clock) = store();
+    put(&s, "k", "v", StoreOp::Set).unwrap();
+    let written = s.get(b"k").unwrap().access();
+    assert!(!written.0, "a get leaves the fetched mark clear");
+    clock.advance(61);
+    assert_eq!(
+        s.get(b"k").unwrap().access(),
+        written,
+        "nor the access time"
+    );
+    assert_eq!(s.fetch(b"k").unwrap().access(), (true, 161));
+    assert_eq!(s.get(b"k").unwrap().access(), (true, 161));
+}

@@ -536,15 +536,30 @@ impl Store {
     /// that finds a live item (or none) takes no lock and allocates nothing; one that finds an
     /// expired one takes its key's locks once, to take it back.
     pub fn get(&self, key: &[u8]) -> Option<ItemRef<'_>> {
+        self.get_at(key, self.now(), false)
+    }
+
+    /// [`Store::get`] as a client's get (memcached's engine `get`): a hit is noted as a fetch
+    /// ([`ItemRef::note_access`]) at the time the lookup used, with one read of the clock.
+    pub fn fetch(&self, key: &[u8]) -> Option<ItemRef<'_>> {
+        self.get_at(key, self.now(), true)
+    }
+
+    /// [`Store::get`] at `now`, noting the hit as a fetch if `noted`.
+    pub(super) fn get_at(&self, key: &[u8], now: RelTime, noted: bool) -> Option<ItemRef<'_>> {
         let pin = self.engine.pin();
-        let found = self.find_live(&pin, key);
+        let found = self.find_live(&pin, key, now);
         found.map(|item| {
             self.engine.hold(&item);
-            ItemRef {
+            let item = ItemRef {
                 engine: &self.engine,
                 item,
                 hold: Hold::Counted,
+            };
+            if noted {
+                item.note_access(now);
             }
+            item
         })
     }
 
@@ -552,16 +567,16 @@ impl Store {
     /// but a clear frequency bit (and, as memcached, a minute-old access time).
     #[inline]
     pub fn get_pinned<'p>(&'p self, pin: &'p Pin<'_>, key: &[u8]) -> Option<ItemRef<'p>> {
-        self.find_live(&pin.guard, key).map(|item| ItemRef {
-            engine: &self.engine,
-            item,
-            hold: Hold::Pinned,
-        })
+        self.find_live(&pin.guard, key, self.now())
+            .map(|item| ItemRef {
+                engine: &self.engine,
+                item,
+                hold: Hold::Pinned,
+            })
     }
 
     #[inline]
-    fn find_live(&self, pin: &Pinned, key: &[u8]) -> Option<Item<'_>> {
-        let now = self.now();
+    fn find_live(&self, pin: &Pinned, key: &[u8], now: RelTime) -> Option<Item<'_>> {
         self.settle_flush(now);
         let hash = self.engine.hash(key);
         match self.engine.find(pin, hash, key) {

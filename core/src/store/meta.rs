@@ -94,9 +94,10 @@ impl Store {
     /// memcached's meta get: the live item of `key` (touched first with `fetch.touch`, created
     /// empty on a miss with `fetch.vivify`), whether it is stale, and the token's answer.
     pub fn meta_get(&self, key: &[u8], fetch: &Fetch) -> Option<Fetched<'_>> {
+        let now = self.now();
         let found = match fetch.touch {
             Some(exptime) => self.touch(key, exptime),
-            None => self.get(key),
+            None => self.get_at(key, now, false),
         };
         let item = match (found, fetch.vivify) {
             (Some(item), _) => item,
@@ -118,7 +119,6 @@ impl Store {
             }
         };
         let stale = item.is_stale();
-        let now = self.now();
         let (fetched_before, accessed) = if fetch.no_bump {
             item.access()
         } else {

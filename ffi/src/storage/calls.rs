@@ -168,12 +168,9 @@ pub(crate) unsafe extern "C" fn get(
             return ENGINE_EINVAL;
         };
         // A miss writes NULL, as memcached's default engine does (engine tests check it).
-        let (found, rc) = match store.get(key) {
-            Some(item) => {
-                // What the meta commands' `h` and `l` report.
-                item.note_access(store.now());
-                (to_host(store, item), ENGINE_SUCCESS)
-            }
+        // A hit is noted as fetched: what the meta commands' `h` and `l` report.
+        let (found, rc) = match store.fetch(key) {
+            Some(item) => (to_host(store, item), ENGINE_SUCCESS),
             None => (ptr::null_mut(), ENGINE_KEY_ENOENT),
         };
         // SAFETY: checked non-NULL; the host's out-parameter.
