@@ -371,22 +371,28 @@ impl Output {
     /// when the socket would block.
     pub fn write_to(&mut self, w: &mut impl Write) -> io::Result<bool> {
         while !self.is_empty() {
-            let mut gather = Gather {
-                slices: [IoSlice::new(&[]); SLICES],
-                n: 0,
-            };
-            let mut skip = self.sent;
-            for segment in &self.queue {
-                segment.gather(skip, &mut gather);
-                skip = 0;
-                if gather.n == SLICES {
-                    break;
+            let written = if self.queue.is_empty() {
+                // Only the tail (most answers): one slice, no gather array to fill.
+                w.write_vectored(&[IoSlice::new(&self.tail[self.tail_sent..])])
+            } else {
+                let mut gather = Gather {
+                    slices: [IoSlice::new(&[]); SLICES],
+                    n: 0,
+                };
+                let mut skip = self.sent;
+                for segment in &self.queue {
+                    segment.gather(skip, &mut gather);
+                    skip = 0;
+                    if gather.n == SLICES {
+                        break;
+                    }
                 }
-            }
-            if self.tail.len() > self.tail_sent {
-                gather.push(&self.tail[self.tail_sent..], &mut 0);
-            }
-            let n = match w.write_vectored(&gather.slices[..gather.n]) {
+                if self.tail.len() > self.tail_sent {
+                    gather.push(&self.tail[self.tail_sent..], &mut 0);
+                }
+                w.write_vectored(&gather.slices[..gather.n])
+            };
+            let n = match written {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
