@@ -167,6 +167,8 @@ pub fn spawn(index: usize, ctx: &'static Ctx) -> io::Result<Handle> {
                 free: Vec::new(),
                 again: Vec::new(),
                 buffers: Buffers::default(),
+                now: Instant::now(),
+                now_secs: 0,
             }
             .run()
         })?;
@@ -232,6 +234,10 @@ struct Worker {
     again: Vec<usize>,
     /// The input buffers the connections borrow.
     buffers: Buffers,
+    /// When the last poll returned, and that in whole seconds of server time: the time of
+    /// every turn this round of events runs (read once a round, not once a connection).
+    now: Instant,
+    now_secs: u64,
 }
 
 impl Worker {
@@ -257,6 +263,11 @@ impl Worker {
                     break;
                 }
             }
+            self.now = Instant::now();
+            self.now_secs = self
+                .now
+                .saturating_duration_since(self.ctx.started)
+                .as_secs();
             for event in events.iter() {
                 if event.token() == WAKER {
                     for token in self.mailbox.take() {
@@ -381,7 +392,7 @@ impl Worker {
             return;
         }
         let mut turn = Turn {
-            now: Instant::now(),
+            now: self.now,
             limit,
             served: 0,
             steps: 0,
@@ -395,8 +406,7 @@ impl Worker {
         c.session.out.give_back(buffers);
         if turn.served > 0 {
             c.active = turn.now;
-            let since_start = turn.now.saturating_duration_since(self.ctx.started);
-            c.session.peer.conn.answered_at(since_start.as_secs());
+            c.session.peer.conn.answered_at(self.now_secs);
         }
         c.session.peer.conn.set_state(state_of(c, &outcome));
         match outcome {
