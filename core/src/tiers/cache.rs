@@ -299,6 +299,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// ttl), else from `loader`, run by one caller at a time per key and stored in L2 and L1.
     /// Without a loader a miss is `Ok` with level [`Level::Miss`]. The loader's error may be of
     /// any type; it comes back as [`Error::Loader`], its source kept.
+    #[inline]
     pub fn get<F, E>(
         &self,
         key: &[u8],
@@ -348,7 +349,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     }
 
     /// [`Cache::get`] on `l1`, this thread's L1 (found by the caller: see [`Cache::local`]).
-    #[inline]
+    #[inline(always)]
     fn get_into<F, E>(
         &self,
         l1: &RefCell<L1<V>>,
