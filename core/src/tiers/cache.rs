@@ -443,6 +443,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     ///
     /// # Panics
     /// If `read` uses a cache of this name on this thread (its L1 is borrowed while `read` runs).
+    #[inline]
     pub fn get_with<R>(
         &self,
         key: &[u8],
