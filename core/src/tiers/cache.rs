@@ -274,8 +274,8 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         })
     }
 
-    /// A handle on this thread's L1 of this cache, for reads that skip finding it (a third of
-    /// an L1 hit): see [`Local`].
+    /// A handle on this thread's L1 of this cache, for reads that skip finding it (about a
+    /// quarter of an L1 hit's instructions): see [`Local`].
     pub fn local(&self) -> Local<'_, T, V> {
         Local {
             cache: self,
