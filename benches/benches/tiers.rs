@@ -9,6 +9,9 @@
 //!   key's invalidation generation compared); on an L1 miss, read L2 without a lock (pinned to
 //!   the epoch) and, by the cache's admission rule, promote the value into L1.
 //! - ours, an L2 hit not promoted (the `l2_read` row): the L1 miss, then the L2 read.
+//! - ours through a handle on this thread's L1 (`Cache::local`, the `_local` rows): the same,
+//!   but the L1 is the handle's, not looked up in the thread's table of L1s on each get (the
+//!   handle is made once, before the timed loop, as a caller keeps it).
 //! - quick_cache `get`: hash the key, take its shard's read lock, probe, clone, unlock.
 //! - moka `get`: hash the key, probe its lock-free map, clone, and record the read in its
 //!   buffers for the policy (applied later, in batches).
@@ -17,8 +20,9 @@
 //!
 //! The groups:
 //! - `tiers_levels`: one get answered by this thread's L1 (`l1_hit`; `l1_hit_borrowed` by
-//!   `get_with`, no clone), by L2 with a promotion into L1 and an L1 eviction (`l2_hit`, the
-//!   seed's rule), by L2 without a promotion (`l2_read`, the second-hit rule), and by the loader
+//!   `get_with`, no clone; `l1_hit_local` through a handle), by L2 with a promotion into L1 and an L1 eviction (`l2_hit`, the
+//!   seed's rule), by L2 without a promotion (`l2_read`, the second-hit rule; `l2_read_local`
+//!   through a handle), and by the loader
 //!   (a new key each time), next to a hit of moka and quick_cache.
 //! - `zipf_s0.9_100k_keys_read`: reads of Zipf-distributed keys from 1, 2 and N threads, every
 //!   cache holding all keys.
@@ -29,7 +33,7 @@
 //!   (S3-FIFO), plain LRU (our L1 alone), moka (TinyLFU) and quick_cache (CLOCK-Pro-like).
 
 use criterion::{BenchmarkId, Throughput};
-use mcb_benches::tiers::{get, key, ours_with, store};
+use mcb_benches::tiers::{get, get_local, key, ours_with, store};
 use mcb_benches::{
     criterion, next_key, print_hit_ratios, print_ratios, results_dir, thread_counts, time_threads,
     wanted, zipf,
@@ -77,6 +81,10 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
     l1.set(&key(1), &CallOptions::default(), Some(1))
         .expect("room");
     group.bench_function("l1_hit", |b| b.iter(|| black_box(get(&l1, 1))));
+    let local = l1.local();
+    group.bench_function("l1_hit_local", |b| {
+        b.iter(|| black_box(get_local(&local, 1)))
+    });
     // The borrowing read: no clone of the shared value.
     group.bench_function("l1_hit_borrowed", |b| {
         b.iter(|| black_box(l1.get_with(&key(1), |v| *v).expect("no error")))
@@ -113,6 +121,15 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
             black_box(level)
         })
     });
+    let local = unpromoted.local();
+    group.bench_function("l2_read_local", |b| {
+        b.iter(|| {
+            flip.set(3 - flip.get());
+            let level = get_local(&local, flip.get());
+            debug_assert_eq!(level, Level::L2);
+            black_box(level)
+        })
+    });
     let misses = ours(store(64 << 20, 1), 100);
     let next = Cell::new(0u64);
     group.bench_function("miss_with_loader", |b| {
@@ -138,9 +155,11 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
         ("l1_hit", "moka_hit"),
         ("l1_hit", "quick_cache_hit"),
         ("l1_hit_borrowed", "quick_cache_hit"),
+        ("l1_hit_local", "quick_cache_hit"),
         ("l2_hit", "quick_cache_hit"),
         ("l2_read", "moka_hit"),
         ("l2_read", "quick_cache_hit"),
+        ("l2_read_local", "quick_cache_hit"),
     ];
     let pairs: Vec<_> = pairs
         .iter()

@@ -7,10 +7,12 @@
 //!     valgrind --tool=callgrind --dump-instr=no target/release/examples/tiers_profile l1_hit 100000
 //!
 //! Paths: `l1_hit`, `l1_hit_borrowed`, `l2_hit` (a promotion into a full L1 of one slot),
-//! `l2_read`, `zipf` (Zipf 0.9 over 100k keys, the
-//! second-hit rule, 1000 L1 entries), `quick_cache_hit`, `quick_cache_zipf`.
+//! `l2_read`, `zipf` (Zipf 0.9 over 100k keys, the second-hit rule, 1000 L1 entries), each but
+//! `l1_hit_borrowed` and `l2_hit` also through a handle on this thread's L1 (`Cache::local`,
+//! made before the loop): `l1_hit_local`, `l2_read_local`, `zipf_local`; `quick_cache_hit`,
+//! `quick_cache_zipf`.
 
-use mcb_benches::tiers::{get, key, ours_with, store};
+use mcb_benches::tiers::{get, get_local, key, ours_with, store};
 use mcb_benches::zipf;
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::{Cache, Level, Promotion};
@@ -24,10 +26,16 @@ fn ours(capacity: usize, shards: usize, l1_capacity: usize, promotion: Promotion
     ours_with(store(capacity, shards), l1_capacity, promotion)
 }
 
-/// `n` gets of keys 1 and 2 in turn, each answered by L2.
-fn alternate_in_l2(cache: &Cache<u64>, n: usize) {
+/// `n` gets of keys 1 and 2 in turn, each answered by L2 (through a handle with `local`).
+fn alternate_in_l2(cache: &Cache<u64>, n: usize, local: bool) {
+    let handle = cache.local();
     for i in 0..n {
-        let level = get(cache, black_box(1 + (i as u64 & 1)));
+        let k = black_box(1 + (i as u64 & 1));
+        let level = if local {
+            get_local(&handle, k)
+        } else {
+            get(cache, k)
+        };
         assert_eq!(level, Level::L2);
     }
 }
@@ -45,12 +53,15 @@ fn main() {
         .next()
         .map_or(1_000_000, |n| n.parse().expect("a count"));
     match path.as_str() {
-        "l1_hit" | "l1_hit_borrowed" => {
+        "l1_hit" | "l1_hit_borrowed" | "l1_hit_local" => {
             let cache = ours(64 << 20, 1, 16, Promotion::Always);
             cache.put(&key(1), 1).expect("room");
+            let local = cache.local();
             for _ in 0..n {
                 if path == "l1_hit" {
                     black_box(get(&cache, black_box(1)));
+                } else if path == "l1_hit_local" {
+                    black_box(get_local(&local, black_box(1)));
                 } else {
                     black_box(
                         cache
@@ -65,9 +76,9 @@ fn main() {
             for k in [1, 2] {
                 cache.put(&key(k), k).expect("room");
             }
-            alternate_in_l2(&cache, n);
+            alternate_in_l2(&cache, n, false);
         }
-        "l2_read" => {
+        "l2_read" | "l2_read_local" => {
             let cache = ours(64 << 20, 1, 1, Promotion::SecondHit);
             std::thread::scope(|s| {
                 s.spawn(|| {
@@ -76,9 +87,9 @@ fn main() {
                     }
                 });
             });
-            alternate_in_l2(&cache, n);
+            alternate_in_l2(&cache, n, path == "l2_read_local");
         }
-        "zipf" => {
+        "zipf" | "zipf_local" => {
             let cache = ours(256 << 20, 16, 1000, Promotion::SecondHit);
             for k in 0..KEYS as u64 {
                 cache.put(&key(k), k).expect("room");
@@ -86,8 +97,13 @@ fn main() {
             std::thread::scope(|s| {
                 // Another thread's L1 is the one filled by the puts: read from a fresh one.
                 s.spawn(|| {
+                    let local = cache.local();
                     for k in trace().take(n) {
-                        black_box(get(&cache, k));
+                        if path == "zipf" {
+                            black_box(get(&cache, k));
+                        } else {
+                            black_box(get_local(&local, k));
+                        }
                     }
                 });
             });

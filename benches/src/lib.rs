@@ -55,7 +55,7 @@ impl Env for NoopEnv {
 /// values under 8-byte keys, and one get of it.
 pub mod tiers {
     use mcb_core::sync::PayloadArc;
-    use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Options, Promotion, L2};
+    use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Local, Options, Promotion, L2};
     use std::time::Duration;
 
     /// A get without a loader.
@@ -91,6 +91,14 @@ pub mod tiers {
     /// The level that answered a get of key `k`.
     pub fn get(cache: &Cache<u64>, k: u64) -> Level {
         cache
+            .get(&key(k), &CallOptions::default(), None::<Load>)
+            .expect("no loader, no error")
+            .level
+    }
+
+    /// [`get`] through a handle on this thread's L1.
+    pub fn get_local(local: &Local<'_, u64>, k: u64) -> Level {
+        local
             .get(&key(k), &CallOptions::default(), None::<Load>)
             .expect("no loader, no error")
             .level

@@ -1289,3 +1289,102 @@ fn the_peak_of_live_values_stays_within_the_bound_while_batches_are_freed() {
         "{peak} bytes of values lived at once"
     );
 }
+
+fn get_local(
+    local: &Local<'_, String>,
+    key: &str,
+    loader: Option<Load>,
+) -> Result<(Option<String>, Level), Error> {
+    let hit = local.get(key.as_bytes(), &CallOptions::default(), loader)?;
+    Ok((hit.value.map(|v| (*v).clone()), hit.level))
+}
+
+#[test]
+fn a_handle_reads_this_threads_l1_and_sees_other_threads_writes() {
+    let (cache, _) = cache();
+    let (to_reader, reader_rx) = mpsc::channel::<&str>();
+    let (to_writer, writer_rx) = mpsc::channel::<()>();
+    let cache = &cache;
+    thread::scope(|s| {
+        s.spawn(move || {
+            let local = cache.local();
+            assert_eq!(get_local(&local, "k", value("v0")), got("v0", Level::L3));
+            assert_eq!(get_local(&local, "k", NONE), got("v0", Level::L1));
+            assert_eq!(get(cache, "k", NONE), got("v0", Level::L1), "one L1");
+            to_writer.send(()).unwrap();
+            assert_eq!(reader_rx.recv().unwrap(), "set");
+            assert_eq!(get_local(&local, "k", NONE), got("v1", Level::L2));
+            assert_eq!(local.get_with(b"k", String::clone), got("v1", Level::L1));
+            to_writer.send(()).unwrap();
+            assert_eq!(reader_rx.recv().unwrap(), "deleted");
+            assert_eq!(local.get_cached(b"k").unwrap().level, Level::Miss);
+            let loaded = local.get_or_load(b"k", || Ok::<_, String>(Loaded::some("v2".into())));
+            assert_eq!(loaded.unwrap().level, Level::L3);
+            to_writer.send(()).unwrap();
+            assert_eq!(reader_rx.recv().unwrap(), "purged");
+            assert_eq!(local.get_with(b"k", String::clone), Ok((None, Level::Miss)));
+        });
+        writer_rx.recv().unwrap();
+        cache.put(b"k", "v1".into()).unwrap();
+        to_reader.send("set").unwrap();
+        writer_rx.recv().unwrap();
+        cache.delete(b"k");
+        to_reader.send("deleted").unwrap();
+        writer_rx.recv().unwrap();
+        cache.purge(false);
+        to_reader.send("purged").unwrap();
+    });
+}
+
+#[test]
+fn handles_and_the_caches_own_calls_mix_on_one_thread() {
+    let (cache, _) = cache();
+    let (first, second) = (cache.local(), cache.local());
+    // A loader through one handle reads and writes through the other and the cache: the L1 is
+    // not borrowed while a loader runs.
+    let nested = first.get_or_load(b"a", || {
+        assert_eq!(get_local(&second, "b", value("b")), got("b", Level::L3));
+        cache.put(b"c", "c".into()).unwrap();
+        assert_eq!(get(&cache, "c", NONE), got("c", Level::L1));
+        Ok::<_, String>(Loaded::some("a".into()))
+    });
+    assert_eq!(nested.unwrap().level, Level::L3);
+    for (key, v) in [("a", "a"), ("b", "b"), ("c", "c")] {
+        assert_eq!(get_local(&first, key, NONE), got(v, Level::L1));
+        assert_eq!(get_local(&second, key, NONE), got(v, Level::L1));
+        assert_eq!(get(&cache, key, NONE), got(v, Level::L1));
+    }
+    // A borrowing read may use a cache of another name, not one of its own (documented).
+    let other = Cache::new("other", store(1 << 16), options(&Clock::manual())).unwrap();
+    other.put(b"o", "o".into()).unwrap();
+    let read = first.get_with(b"a", |a| (a.clone(), get(&other, "o", NONE)));
+    assert_eq!(
+        read,
+        Ok((Some(("a".into(), got("o", Level::L1))), Level::L1))
+    );
+    let reentered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        first.get_with(b"a", |_| second.get_cached(b"b").map(drop))
+    }));
+    assert!(reentered.is_err(), "the reader re-entered its own L1");
+    assert_eq!(get_local(&second, "b", NONE), got("b", Level::L1), "intact");
+}
+
+#[test]
+fn a_handle_keeps_the_l1_lifetime_rule() {
+    let l2 = store(1 << 20);
+    let clock = Clock::manual();
+    let first = Cache::new("handled", l2.clone(), options(&clock)).unwrap();
+    let local = first.local();
+    first.put(b"k", "v".into()).unwrap();
+    assert_eq!(get_local(&local, "k", NONE), got("v", Level::L1));
+    drop(local);
+    drop(first);
+    let second = Cache::new("handled", l2, options(&clock)).unwrap();
+    let local = second.local();
+    assert_eq!(
+        get_local(&local, "k", NONE),
+        got("v", Level::L2),
+        "a new L1"
+    );
+    assert_eq!(get(&second, "k", NONE), got("v", Level::L1), "the handle's");
+}

@@ -127,3 +127,43 @@ fn the_counter_sees_allocations() {
         "a miss path allocates (the key), so the counter works"
     );
 }
+
+#[test]
+fn hits_through_a_handle_allocate_nothing() {
+    let cache = cache(16);
+    cache.put(b"key", 7).unwrap();
+    let local = cache.local();
+    let none = None::<fn() -> Result<Loaded<u64>, String>>;
+    let n = allocations(|| {
+        for _ in 0..1000 {
+            let hit = local.get(b"key", &CallOptions::default(), none).unwrap();
+            assert_eq!(hit.level, Level::L1);
+            assert_eq!(local.get_with(b"key", |v| *v), Ok((Some(7), Level::L1)));
+        }
+    });
+    assert_eq!(n, 0, "allocations on L1 hits through a handle");
+    // L2 reads not promoted (see the test above), through a handle.
+    let l2 = PayloadArc::new(L2::with_shards(1 << 20, 4).unwrap());
+    let opts = Options {
+        l1_capacity: 1,
+        promotion: Promotion::SecondHit,
+        clock: Clock::manual(),
+        ..Options::default()
+    };
+    let cache = Cache::new("unpromoted_local", l2, opts).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            cache.put(b"a", 1).unwrap();
+            cache.put(b"b", 2).unwrap();
+        });
+    });
+    let local = cache.local();
+    assert_eq!(local.get_cached(b"a").unwrap().level, Level::L2);
+    let n = allocations(|| {
+        for _ in 0..1000 {
+            assert_eq!(local.get_cached(b"b").unwrap().level, Level::L2);
+            assert_eq!(local.get_with(b"a", |v| *v), Ok((Some(1), Level::L2)));
+        }
+    });
+    assert_eq!(n, 0, "allocations on unpromoted L2 hits through a handle");
+}

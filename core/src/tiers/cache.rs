@@ -17,6 +17,7 @@ use crate::sync::mutant::{self, Mutant};
 use crate::sync::time::Duration;
 use crate::sync::{thread, Arc, PayloadArc};
 use std::any::Any;
+use std::cell::RefCell;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -273,6 +274,15 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         })
     }
 
+    /// A handle on this thread's L1 of this cache, for reads that skip finding it (about a
+    /// quarter of an L1 hit's instructions): see [`Local`].
+    pub fn local(&self) -> Local<'_, T, V> {
+        Local {
+            cache: self,
+            l1: self.here(),
+        }
+    }
+
     /// The cache's name.
     pub fn name(&self) -> &str {
         &self.ns.name
@@ -289,6 +299,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// ttl), else from `loader`, run by one caller at a time per key and stored in L2 and L1.
     /// Without a loader a miss is `Ok` with level [`Level::Miss`]. The loader's error may be of
     /// any type; it comes back as [`Error::Loader`], its source kept.
+    #[inline]
     pub fn get<F, E>(
         &self,
         key: &[u8],
@@ -299,7 +310,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         F: FnOnce() -> Result<Loaded<T>, E>,
         E: Into<BoxError>,
     {
-        self.get_into(key, opts, loader, None)
+        self.get_into(&self.here(), key, opts, loader, None)
     }
 
     /// [`Cache::get`] with a transform of its own for what this call promotes into L1 (the
@@ -316,12 +327,32 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         E: Into<BoxError>,
         E2: Into<BoxError>,
     {
-        let into = |v: &PayloadArc<T>| transformed(transform(v));
-        self.get_into(key, opts, loader, Some(&into))
+        self.transformed_into(&self.here(), key, opts, loader, transform)
     }
 
+    /// [`Cache::get_transformed`] on `l1`, this thread's L1.
+    fn transformed_into<F, E, E2>(
+        &self,
+        l1: &RefCell<L1<V>>,
+        key: &[u8],
+        opts: &CallOptions,
+        loader: Option<F>,
+        transform: impl Fn(&T) -> Result<V, E2> + Sync,
+    ) -> Result<Hit<V>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
+        E2: Into<BoxError>,
+    {
+        let into = |v: &PayloadArc<T>| transformed(transform(v));
+        self.get_into(l1, key, opts, loader, Some(&into))
+    }
+
+    /// [`Cache::get`] on `l1`, this thread's L1 (found by the caller: see [`Cache::local`]).
+    #[inline(always)]
     fn get_into<F, E>(
         &self,
+        l1: &RefCell<L1<V>>,
         key: &[u8],
         opts: &CallOptions,
         loader: Option<F>,
@@ -335,7 +366,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         let probe = self.l2.probe(self.ns.id, key);
         self.l2.prefetch(&probe);
         let now = self.now();
-        let promote = match self.read_l1(&probe, now, Option::clone) {
+        let promote = match self.read_l1(l1, &probe, now, Option::clone) {
             Ok(value) => {
                 return Ok(Hit {
                     value,
@@ -352,13 +383,14 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
                 return Ok(Hit { value, level });
             }
         }
-        self.miss_l1(key, &probe, now, promote, opts, loader, into)
+        self.miss_l1(l1, key, &probe, now, promote, opts, loader, into)
     }
 
     /// [`Cache::get`] past an L1 miss and the short way: L2, then the loader.
     #[allow(clippy::too_many_arguments)] // get_into's own, split off to keep the hit path short
     fn miss_l1<F, E>(
         &self,
+        l1: &RefCell<L1<V>>,
         key: &[u8],
         probe: &Probe<'_>,
         now: u64,
@@ -371,10 +403,10 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         F: FnOnce() -> Result<Loaded<T>, E>,
         E: Into<BoxError>,
     {
-        match self.beyond_l1(probe, now, promote, opts, into)? {
+        match self.beyond_l1(l1, probe, now, promote, opts, into)? {
             Ok(hit) => Ok(hit),
             Err(pending) => match loader {
-                Some(loader) => self.load(key, pending, loader),
+                Some(loader) => self.load(l1, key, pending, loader),
                 None => Ok(Hit {
                     value: None,
                     level: Level::Miss,
@@ -411,8 +443,20 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     ///
     /// # Panics
     /// If `read` uses a cache of this name on this thread (its L1 is borrowed while `read` runs).
+    #[inline]
     pub fn get_with<R>(
         &self,
+        key: &[u8],
+        read: impl FnOnce(&V) -> R,
+    ) -> Result<(Option<R>, Level), Error> {
+        self.read_with(&self.here(), key, read)
+    }
+
+    /// [`Cache::get_with`] on `l1`, this thread's L1.
+    #[inline]
+    fn read_with<R>(
+        &self,
+        l1: &RefCell<L1<V>>,
         key: &[u8],
         read: impl FnOnce(&V) -> R,
     ) -> Result<(Option<R>, Level), Error> {
@@ -420,7 +464,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         self.l2.prefetch(&probe);
         let now = self.now();
         let read = |value: &Option<PayloadArc<V>>| value.as_deref().map(read);
-        let (promote, read) = match self.read_l1(&probe, now, read) {
+        let (promote, read) = match self.read_l1(l1, &probe, now, read) {
             Ok(answer) => return Ok((answer, Level::L1)),
             Err(miss) => miss,
         };
@@ -431,7 +475,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             }
         }
         let read = read.take().expect("not read yet");
-        match self.read_and_promote(&probe, now, promote, None)? {
+        match self.read_and_promote(l1, &probe, now, promote, None)? {
             Read::Fresh(hit) => Ok((read(&hit.value), hit.level)),
             Read::Stale(_) | Read::Absent => Ok((None, Level::Miss)),
         }
@@ -461,25 +505,30 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         }
         let mut results: Vec<Option<Result<Hit<V>, Error>>> = Vec::with_capacity(ops.len());
         let mut jobs = Vec::new();
+        let here = self.here();
         for (index, op) in ops.into_iter().enumerate() {
-            results.push(match (self.lookup(op.key, &op.opts, None), op.loader) {
-                (Ok(Ok(hit)), _) => Some(Ok(hit)),
-                (Err(err), _) => Some(Err(err)),
-                (Ok(Err(_)), None) => Some(Ok(Hit {
-                    value: None,
-                    level: Level::Miss,
-                })),
-                (Ok(Err(pending)), Some(loader)) => {
-                    jobs.push((index, op.key, Some((pending, loader)), None));
-                    None
-                }
-            });
+            results.push(
+                match (self.lookup(&here, op.key, &op.opts, None), op.loader) {
+                    (Ok(Ok(hit)), _) => Some(Ok(hit)),
+                    (Err(err), _) => Some(Err(err)),
+                    (Ok(Err(_)), None) => Some(Ok(Hit {
+                        value: None,
+                        level: Level::Miss,
+                    })),
+                    (Ok(Err(pending)), Some(loader)) => {
+                        jobs.push((index, op.key, Some((pending, loader)), None));
+                        None
+                    }
+                },
+            );
         }
         let per_thread = jobs.len().div_ceil(concurrency).max(1);
+        // On the thread that runs it: that thread's L1.
         let run = |chunk: &mut [(usize, &[u8], Option<_>, Option<_>)]| {
+            let here = self.here();
             for (_, key, work, result) in chunk {
                 let (pending, loader) = work.take().expect("each job runs once");
-                *result = Some(self.load(key, pending, loader));
+                *result = Some(self.load(&here, key, pending, loader));
             }
         };
         thread::scope(|scope| {
@@ -537,7 +586,8 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             opts,
             into: None,
         };
-        self.store(key, &pending, value.map(PayloadArc::new), ttl, false, true)
+        let value = value.map(PayloadArc::new);
+        self.store(&self.here(), key, &pending, value, ttl, false, true)
             .map(drop)
     }
 
@@ -553,7 +603,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         if let Some((misses, ns)) = &self.misses {
             misses.remove(ns.id, key, || self.ns.bump(stripe));
         }
-        self.l1(|l1| l1.remove(&probe));
+        self.here().borrow_mut().remove(&probe);
     }
 
     /// Removes every entry of this cache from L2 (other caches on the same store keep theirs)
@@ -568,13 +618,14 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         if !mutant::active(Mutant::PurgeSkipsBump) {
             self.ns.bump_all();
         }
-        self.l1(L1::clear);
+        self.here().borrow_mut().clear();
     }
 
     /// Drops this thread's L1 copies that other threads' writes invalidated. Kept for parity
     /// with the seed: `get` already never returns such a copy.
     pub fn update(&self) {
-        self.l1(|l1| l1.sweep(|stripe| self.ns.generation(stripe)));
+        let generation = |stripe| self.ns.generation(stripe);
+        self.here().borrow_mut().sweep(generation);
     }
 
     /// For property tests: checks the invariants of this thread's L1 (see `L1::validate`) and
@@ -584,7 +635,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// On the first broken invariant.
     #[doc(hidden)]
     pub fn validate(&self) {
-        self.l1(|l1| l1.validate());
+        self.here().borrow().validate();
         self.l2.validate();
         if let Some((misses, _)) = &self.misses {
             misses.validate();
@@ -603,10 +654,10 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         self.opts.clock.now_ms()
     }
 
-    /// Runs `f` on this thread's L1 of this cache's name.
+    /// This thread's L1 of this cache's name.
     #[inline(always)]
-    fn l1<R>(&self, f: impl FnOnce(&mut L1<V>) -> R) -> R {
-        l1::with_local(&self.slot, self.shape, f)
+    fn here(&self) -> l1::Here<V> {
+        l1::this_thread(&self.slot, self.shape)
     }
 
     /// This call's options: the cache's own, resolved when it was made, unless it overrides any.
@@ -656,20 +707,22 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     #[inline(always)]
     fn read_l1<R, F: FnOnce(&Option<PayloadArc<V>>) -> R>(
         &self,
+        l1: &RefCell<L1<V>>,
         probe: &Probe<'_>,
         now: u64,
         read: F,
     ) -> Result<R, (bool, F)> {
         let generation = |stripe| self.ns.generation(stripe);
-        self.l1(|l1| match l1.get(probe, now, generation) {
+        match l1.borrow_mut().get(probe, now, generation) {
             l1::Found::Hit(value) => Ok(read(value)),
             l1::Found::Miss { promote } => Err((promote, read)),
-        })
+        }
     }
 
     /// L1 then L2: a hit, or what the loader needs to know.
     fn lookup<'a>(
         &self,
+        l1: &RefCell<L1<V>>,
         key: &[u8],
         opts: &CallOptions,
         into: IntoL1Ref<'a, T, V>,
@@ -677,18 +730,19 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         self.check(opts)?;
         let probe = self.l2.probe(self.ns.id, key);
         let now = self.now();
-        match self.read_l1(&probe, now, Option::clone) {
+        match self.read_l1(l1, &probe, now, Option::clone) {
             Ok(value) => Ok(Ok(Hit {
                 value,
                 level: Level::L1,
             })),
-            Err((promote, _)) => self.beyond_l1(&probe, now, promote, opts, into),
+            Err((promote, _)) => self.beyond_l1(l1, &probe, now, promote, opts, into),
         }
     }
 
     /// L2 after an L1 miss (promoting by `promote`): a hit, or what the loader needs to know.
     fn beyond_l1<'a>(
         &self,
+        l1: &RefCell<L1<V>>,
         probe: &Probe<'_>,
         now: u64,
         promote: bool,
@@ -700,7 +754,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
                 return Ok(Ok(Hit { value, level }));
             }
         }
-        let stale = match self.read_and_promote(probe, now, promote, into)? {
+        let stale = match self.read_and_promote(l1, probe, now, promote, into)? {
             Read::Fresh(hit) => return Ok(Ok(hit)),
             Read::Stale(value) => Some(value),
             Read::Absent => None,
@@ -742,6 +796,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// tagged with the generation read before.
     fn read_and_promote(
         &self,
+        l1: &RefCell<L1<V>>,
         probe: &Probe<'_>,
         now: u64,
         promote: bool,
@@ -771,7 +826,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             (expires_at, Some(generation)) => {
                 let key = l1::Key::new(probe, fetched.long_key);
                 let copy = (key, probe.hash);
-                self.keep(copy, fetched.value, expires_at, generation, into)?
+                self.keep(l1, copy, fetched.value, expires_at, generation, into)?
             }
             (_, None) => self.to_l1(fetched.value, into)?,
         };
@@ -810,6 +865,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// Transforms `value` and keeps it in this thread's L1 for `key` of L2 hash `hash`.
     fn keep(
         &self,
+        l1: &RefCell<L1<V>>,
         (key, hash): (l1::Key, u64),
         value: Option<PayloadArc<T>>,
         expires_at: Option<u64>,
@@ -818,7 +874,8 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     ) -> Result<Option<PayloadArc<V>>, Error> {
         let value = self.to_l1(value, into)?;
         let copy = value.clone();
-        self.l1(|l1| l1.insert(key, hash, copy, expires_at, generation));
+        l1.borrow_mut()
+            .insert(key, hash, copy, expires_at, generation);
         Ok(value)
     }
 
@@ -826,8 +883,10 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// invalidates the other threads' copies. A load does neither: if L2 is full the value
     /// is still kept in L1 (with a warning), and, as in the seed, other threads keep what
     /// their L1 holds until it expires.
+    #[allow(clippy::too_many_arguments)]
     fn store(
         &self,
+        l1: &RefCell<L1<V>>,
         key: &[u8],
         pending: &Pending<'_, T, V>,
         value: Option<PayloadArc<T>>,
@@ -880,6 +939,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         let expires_at = (ttl > 0).then(|| now.saturating_add(ttl));
         let probe = store::probe(self.ns.id, key, pending.hash);
         self.keep(
+            l1,
             (l1::Key::new(&probe, None), pending.hash),
             value,
             expires_at,
@@ -889,7 +949,13 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     }
 
     /// The miss path: take the key's lock, re-read L2, run the loader, store its result.
-    fn load<F, E>(&self, key: &[u8], pending: Pending<'_, T, V>, loader: F) -> Result<Hit<V>, Error>
+    fn load<F, E>(
+        &self,
+        l1: &RefCell<L1<V>>,
+        key: &[u8],
+        pending: Pending<'_, T, V>,
+        loader: F,
+    ) -> Result<Hit<V>, Error>
     where
         F: FnOnce() -> Result<Loaded<T>, E>,
         E: Into<BoxError>,
@@ -901,7 +967,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
             let probe = store::probe(self.ns.id, key, pending.hash);
-            let read = self.read_and_promote(&probe, self.now(), true, pending.into)?;
+            let read = self.read_and_promote(l1, &probe, self.now(), true, pending.into)?;
             if let Read::Fresh(hit) = read {
                 return Ok(hit);
             }
@@ -926,7 +992,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             Ok(Ok(loaded)) => loaded,
             Ok(Err(err)) => {
                 let err = Error::Loader(LoaderError::new(err));
-                return self.resurrect(key, &pending, err);
+                return self.resurrect(l1, key, &pending, err);
             }
             // A panic is no answer to stand in for (the seed's callback threw): returned, and
             // the next get runs the loader again.
@@ -952,7 +1018,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             pending.opts.neg_ttl
         };
         let ttl = loaded.ttl.map_or(default_ttl, to_ms);
-        let value = self.store(key, &pending, value, ttl, false, false)?;
+        let value = self.store(l1, key, &pending, value, ttl, false, false)?;
         Ok(Hit {
             value,
             level: Level::L3,
@@ -963,6 +1029,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// one and resurrection is on, else returns `err`.
     fn resurrect(
         &self,
+        l1: &RefCell<L1<V>>,
         key: &[u8],
         pending: &Pending<'_, T, V>,
         err: Error,
@@ -971,11 +1038,118 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             return Err(err);
         };
         self.warn(Warning::Resurrected { key, error: &err });
-        let value = self.store(key, pending, stale.clone(), ttl, true, false)?;
+        let value = self.store(l1, key, pending, stale.clone(), ttl, true, false)?;
         Ok(Hit {
             value,
             level: Level::Stale,
         })
+    }
+}
+
+/// A handle on the calling thread's L1 of a cache ([`Cache::local`]), which its reads use
+/// without looking it up in the thread's table of L1s; they read and write as the cache's own
+/// do, with the cache's options by default.
+///
+/// It borrows its cache, so that the L1 still goes with the last cache of its name, and stays
+/// on its thread (it is neither `Send` nor `Sync`). Handles and the cache's own reads may be
+/// mixed freely on one thread, several handles too: each read borrows the L1 only while it
+/// works on it. The one exception is [`Local::get_with`]'s reader, as [`Cache::get_with`]'s.
+///
+/// A handle cannot outlive its cache:
+///
+/// ```compile_fail,E0716
+/// # use mcb_core::{sync::PayloadArc, tiers::{Cache, Options, L2}};
+/// let l2 = PayloadArc::new(L2::<u64>::new(1 << 20).unwrap());
+/// let local = Cache::new("c", l2, Options::default()).unwrap().local();
+/// local.get_cached(b"k");
+/// ```
+///
+/// nor go to another thread:
+///
+/// ```compile_fail,E0277
+/// # use mcb_core::{sync::PayloadArc, tiers::{Cache, Options, L2}};
+/// let l2 = PayloadArc::new(L2::<u64>::new(1 << 20).unwrap());
+/// let cache = Cache::new("c", l2, Options::default()).unwrap();
+/// let local = cache.local();
+/// std::thread::scope(|s| s.spawn(move || local.get_cached(b"k")).join());
+/// ```
+pub struct Local<'c, T, V = T> {
+    cache: &'c Cache<T, V>,
+    l1: l1::Here<V>,
+}
+
+impl<T, V> fmt::Debug for Local<'_, T, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Local")
+            .field("cache", self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Local<'_, T, V> {
+    /// [`Cache::get`] through this thread's L1 as held.
+    #[inline]
+    pub fn get<F, E>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        loader: Option<F>,
+    ) -> Result<Hit<V>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
+    {
+        self.cache.get_into(&self.l1, key, opts, loader, None)
+    }
+
+    /// [`Cache::get_transformed`] through this thread's L1 as held.
+    pub fn get_transformed<F, E, E2>(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        loader: Option<F>,
+        transform: impl Fn(&T) -> Result<V, E2> + Sync,
+    ) -> Result<Hit<V>, Error>
+    where
+        F: FnOnce() -> Result<Loaded<T>, E>,
+        E: Into<BoxError>,
+        E2: Into<BoxError>,
+    {
+        self.cache
+            .transformed_into(&self.l1, key, opts, loader, transform)
+    }
+
+    /// [`Cache::get_or_load`] through this thread's L1 as held.
+    pub fn get_or_load<E: Into<BoxError>>(
+        &self,
+        key: &[u8],
+        loader: impl FnOnce() -> Result<Loaded<T>, E>,
+    ) -> Result<Hit<V>, Error> {
+        self.get(key, &CallOptions::default(), Some(loader))
+    }
+
+    /// [`Cache::get_cached`] through this thread's L1 as held.
+    #[inline]
+    pub fn get_cached(&self, key: &[u8]) -> Result<Hit<V>, Error> {
+        self.get(
+            key,
+            &CallOptions::default(),
+            None::<fn() -> Result<Loaded<T>, BoxError>>,
+        )
+    }
+
+    /// [`Cache::get_with`] through this thread's L1 as held.
+    ///
+    /// # Panics
+    /// If `read` reads a cache of this name on this thread (its L1 is borrowed while `read`
+    /// runs).
+    #[inline]
+    pub fn get_with<R>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(&V) -> R,
+    ) -> Result<(Option<R>, Level), Error> {
+        self.cache.read_with(&self.l1, key, read)
     }
 }
 

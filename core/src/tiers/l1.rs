@@ -10,7 +10,11 @@
 //! of the index. When the last of those caches is dropped, its slot goes, and with it every
 //! thread's L1 of that name (mlcache keeps its LRUs in a weak table: they die with their
 //! instances): no get reads one again, since a later cache of the name takes a new
-//! incarnation, and each thread frees it when it next makes an L1 or ends.
+//! incarnation, and each thread frees it when it next makes an L1 or ends. The table holds each
+//! L1 by an `Rc` ([`Here`]), and so does a handle on it
+//! ([`Cache::local`](super::Cache::local)), whose reads skip the table; a handle borrows its
+//! cache, so the L1 still goes with the last cache of its name. Each read borrows the L1's
+//! `RefCell` only while it works on it.
 //!
 //! An L1 is an index-linked slab (recency list threaded through slot indices) plus a hash
 //! index, both sized on first use: a hit allocates nothing, and neither does a promotion once
@@ -35,6 +39,7 @@ use crate::sync::{Arc, Mutex, PayloadArc};
 use std::any::TypeId;
 use std::cell::RefCell;
 use std::ptr::NonNull;
+use std::rc::Rc;
 
 /// The caches of one name and L1 value type (see the module doc) while any of them lives.
 #[derive(Debug)]
@@ -129,39 +134,62 @@ impl Drop for Slot {
     }
 }
 
-/// One entry of a thread's table: an `L1<V>` (`V` its slot's type), type-erased.
-struct Local {
+/// A thread's L1 of one slot, shared by the thread's table and the handles on it
+/// ([`Cache::local`](super::Cache::local)): a handle keeps it alive, so that it cannot outlive
+/// the L1, not even past the thread's table.
+pub(crate) type Here<V> = Rc<RefCell<L1<V>>>;
+
+/// One entry of a thread's table: a [`Here<V>`] (`V` its slot's type), type-erased.
+struct Held {
     incarnation: u64,
+    /// From `Rc::into_raw` of a `Here<V>`.
     l1: NonNull<()>,
     drop_l1: unsafe fn(NonNull<()>),
 }
 
-impl Local {
+impl Held {
     fn new<V>(incarnation: u64, l1: L1<V>) -> Self {
         /// # Safety
-        /// `l1` came from `Box::<L1<V>>::into_raw` and is not used afterwards.
+        /// `l1` came from `Rc::into_raw` of a `Here<V>`, and this gives back its count.
         unsafe fn drop_l1<V>(l1: NonNull<()>) {
             // SAFETY: see the function's contract.
-            drop(unsafe { Box::from_raw(l1.as_ptr().cast::<L1<V>>()) });
+            drop(unsafe { Here::<V>::from_raw(l1.as_ptr().cast()) });
         }
+        let l1 = Rc::into_raw(Rc::new(RefCell::new(l1)));
         Self {
             incarnation,
-            l1: NonNull::from(Box::leak(Box::new(l1))).cast(),
+            // SAFETY: `Rc::into_raw` never returns null.
+            l1: unsafe { NonNull::new_unchecked(l1.cast_mut()) }.cast(),
             drop_l1: drop_l1::<V>,
+        }
+    }
+
+    /// Another count on the L1.
+    ///
+    /// # Safety
+    /// `V` is the type this entry was made for (`Held::new::<V>`).
+    #[inline(always)]
+    unsafe fn share<V>(&self) -> Here<V> {
+        let l1 = self.l1.as_ptr().cast::<RefCell<L1<V>>>().cast_const();
+        // SAFETY: `l1` came from `Rc::into_raw` of a `Here<V>` (the caller's contract), and
+        // the entry still holds its count, so the allocation lives.
+        unsafe {
+            Rc::increment_strong_count(l1);
+            Rc::from_raw(l1)
         }
     }
 }
 
-impl Drop for Local {
+impl Drop for Held {
     fn drop(&mut self) {
-        // SAFETY: `l1` and `drop_l1` were made together by `Local::new`, for the same `V`, and
-        // `l1` is dropped only here.
+        // SAFETY: `l1` and `drop_l1` were made together by `Held::new`, for the same `V`, and
+        // the entry's count is given back only here.
         unsafe { (self.drop_l1)(self.l1) }
     }
 }
 
 /// A thread's L1s, by slot index.
-type Table = Vec<Option<Local>>;
+type Table = Vec<Option<Held>>;
 
 #[cfg(not(mcb_loom))]
 thread_local! {
@@ -179,43 +207,32 @@ pub(crate) struct Shape {
     pub second_hit: bool,
 }
 
-/// Runs `f` on the calling thread's L1 of `slot` (whose caches keep `V`s in L1), made with
-/// `shape` by the first cache of the slot to use it on this thread.
-///
-/// # Panics
-/// If `f` re-enters (the cache calls out to user code from inside it only in
-/// [`Cache::get_with`](super::Cache::get_with), whose reader must not use a cache of its name).
+/// The calling thread's L1 of `slot` (whose caches keep `V`s in L1), made with `shape` by the
+/// first cache of the slot to use it on this thread. Its `RefCell` is borrowed only while the
+/// cache works on it, never across a call out to user code but
+/// [`Cache::get_with`](super::Cache::get_with)'s reader.
 #[inline(always)]
-pub(crate) fn with_local<V: 'static, R>(
-    slot: &Slot,
-    shape: Shape,
-    f: impl FnOnce(&mut L1<V>) -> R,
-) -> R {
+pub(crate) fn this_thread<V: 'static>(slot: &Slot, shape: Shape) -> Here<V> {
     LOCAL.with(|cell| {
-        let mut table = cell.borrow_mut();
-        let l1 = match table.get(slot.index) {
-            Some(Some(local)) if local.incarnation == slot.incarnation => local.l1,
-            _ => {
-                // Freed without the table borrowed: their values' drops may use caches.
-                let dead = make_local::<V>(&mut table, slot, shape);
-                drop(table);
-                drop(dead);
-                table = cell.borrow_mut();
-                table[slot.index].as_ref().expect("just made").l1
+        if let Some(Some(held)) = cell.borrow().get(slot.index) {
+            if held.incarnation == slot.incarnation {
+                // SAFETY: the entry carries `slot`'s incarnation, which is unique in the
+                // process, so `make_local::<V>` made it for this slot, whose caches all keep
+                // `V`s (a slot is shared only by caches of one value type).
+                return unsafe { held.share() };
             }
-        };
-        // SAFETY: the entry carries `slot`'s incarnation, which is unique in the process, so
-        // `make_local::<V>` made it for this slot, whose caches all keep `V`s (a slot is shared
-        // only by caches of one value type); this thread's table owns it, and `table`, borrowed
-        // until `f` returns, keeps every other access out.
-        f(unsafe { l1.cast::<L1<V>>().as_mut() })
+        }
+        // Freed without the table borrowed: their values' drops may use caches.
+        let (here, dead) = make_local::<V>(&mut cell.borrow_mut(), slot, shape);
+        drop(dead);
+        here
     })
 }
 
-/// Puts a new L1 for `slot` in `table`; returns the L1s it replaced and those of slots no
-/// cache holds any more, for the caller to drop.
+/// Puts a new L1 for `slot` in `table`; returns it, and the L1s it replaced and those of slots
+/// no cache holds any more, for the caller to drop.
 #[cold]
-fn make_local<V: 'static>(table: &mut Table, slot: &Slot, shape: Shape) -> Vec<Local> {
+fn make_local<V: 'static>(table: &mut Table, slot: &Slot, shape: Shape) -> (Here<V>, Vec<Held>) {
     let mut dead = Vec::new();
     {
         let registry = REGISTRY.lock();
@@ -231,9 +248,14 @@ fn make_local<V: 'static>(table: &mut Table, slot: &Slot, shape: Shape) -> Vec<L
     if table.len() <= slot.index {
         table.resize_with(slot.index + 1, || None);
     }
-    let l1 = L1::<V>::new(shape.capacity, shape.second_hit);
-    dead.extend(table[slot.index].replace(Local::new(slot.incarnation, l1)));
-    dead
+    let held = Held::new(
+        slot.incarnation,
+        L1::<V>::new(shape.capacity, shape.second_hit),
+    );
+    // SAFETY: just made for `V`.
+    let here = unsafe { held.share() };
+    dead.extend(table[slot.index].replace(held));
+    (here, dead)
 }
 
 /// A key as L1 keeps it: inline when L2 keeps it inline too, copied from the caller's key (no

@@ -672,7 +672,7 @@ impl<T: Send + Sync + 'static> L2<T> {
     }
 
     /// `get` and `read`: runs `f` on the probed key's node, found without a lock.
-    #[inline]
+    #[inline(always)]
     fn find_with<R>(&self, probe: &Probe<'_>, f: impl FnOnce(&Node<T>) -> R) -> Option<R> {
         let guard = self.domain.pin();
         let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), &guard, |n| {

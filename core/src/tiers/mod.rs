@@ -20,8 +20,8 @@
 //! - `options`: a cache's [`Options`] (among them the [`Promotion`] rule of L2 hits into L1)
 //!   and the per-call [`CallOptions`].
 //! - `cache`: [`Cache`], the seed's public API (`get`, `peek`, `set`, `delete`, `purge`,
-//!   `update`, `get_bulk`) over the three levels, and [`Cache::get_with`], a read without a
-//!   clone.
+//!   `update`, `get_bulk`) over the three levels, [`Cache::get_with`], a read without a
+//!   clone, and [`Local`], a handle on this thread's L1 for reads that skip looking it up.
 //! - `any`: [`Cache::of_type`], a cache of one value type over an L2 of [`AnyValue`]s.
 //!
 //! Times come from a [`Clock`] that tests move by hand, so every ttl rule is tested without
@@ -43,7 +43,7 @@ mod options;
 mod s3fifo;
 mod weigh;
 
-pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Peek, BULK_CONCURRENCY};
+pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Local, Peek, BULK_CONCURRENCY};
 pub use clock::Clock;
 pub use error::{BoxError, Error, LoaderError, StoreKind, Warning};
 pub use flight::LockOptions;

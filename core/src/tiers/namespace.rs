@@ -1,6 +1,6 @@
 //! What the caches of one name share besides their L2 entries: the invalidation generations
 //! that keep every thread's L1 honest, and the loader locks. (Each thread's L1 for the name
-//! lives with the thread: see `l1::with_local`.)
+//! lives with the thread: see `l1::this_thread`.)
 
 use super::flight::Flights;
 use crate::sync::atomic::{AtomicU64, Ordering};
