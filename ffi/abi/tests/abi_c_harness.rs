@@ -24,7 +24,7 @@ use std::process::{Command, Output};
 
 use mcb_abi::abi::*;
 use mcb_testkit::c_harness::{
-    assert_success, build, build_sanitized, valgrind_available, Variant, SANITIZER_ENV,
+    assert_success, build, build_sanitized, valgrind_available, Variant, MEMCHECK, SANITIZER_ENV,
 };
 use raw::Raw;
 
@@ -459,9 +459,8 @@ fn harness_is_clean_under_valgrind() {
         ("host_selftest", vec![]),
         ("conformance", vec![engine.as_path()]),
     ] {
-        let out = Command::new("valgrind")
-            .args(["--quiet", "--error-exitcode=1", "--leak-check=full"])
-            .arg("--errors-for-leak-kinds=definite,possible")
+        let out = Command::new(MEMCHECK[0])
+            .args(&MEMCHECK[1..])
             .arg(build(VARIANT).join(program))
             .args(&args)
             .output()

@@ -17,7 +17,9 @@
 //! lost from the suite's table (or one added without updating the count) fails the run.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-use mcb_testkit::c_harness::{build, build_sanitized, valgrind_available, Variant, SANITIZER_ENV};
+use mcb_testkit::c_harness::{
+    build, build_sanitized, valgrind_available, Variant, MEMCHECK, SANITIZER_ENV,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -113,16 +115,6 @@ fn bucket_engine_conformance_is_clean_under_valgrind() {
     if !valgrind_available("bucket_engine_conformance_is_clean_under_valgrind") {
         return;
     }
-    let out = suite(
-        build(VARIANT),
-        &[
-            "valgrind",
-            "--quiet",
-            "--error-exitcode=1",
-            "--leak-check=full",
-            "--errors-for-leak-kinds=definite,possible",
-        ],
-        600,
-    );
+    let out = suite(build(VARIANT), &MEMCHECK, 600);
     assert_passed("bucket_conformance under valgrind memcheck", &out);
 }

@@ -1,8 +1,10 @@
 //! Builds the C examples of the cache tiers with their Makefile, runs them (exit 0), and runs
-//! them again under valgrind's memcheck when valgrind is installed (CI installs it), and built
+//! them again under valgrind's memcheck when valgrind is installed (CI installs it; without it a
+//! local run says so and a run with `CI` set fails), and built
 //! with gcc's AddressSanitizer and UBSan (`make SAN=1`: the example is instrumented, the Rust
 //! library's heap goes through the sanitizer's malloc).
 
+use mcb_testkit::c_harness::{valgrind_available, MEMCHECK};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -58,17 +60,15 @@ fn the_c_examples_run_clean() {
         .env("LD_LIBRARY_PATH", &lib)
         .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=1")
         .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"));
-    if Command::new("valgrind").arg("--version").output().is_ok() {
-        run(Command::new("valgrind")
-            .args(["--error-exitcode=1", "--leak-check=full", "--quiet"])
+    if valgrind_available("the example under valgrind memcheck") {
+        run(Command::new(MEMCHECK[0])
+            .args(&MEMCHECK[1..])
             .arg(format!(
                 "--suppressions={}",
                 dir.join("valgrind.supp").display()
             ))
             .arg(&example)
             .env("LD_LIBRARY_PATH", &lib));
-    } else {
-        eprintln!("valgrind not installed: memcheck skipped (CI installs it)");
     }
     std::fs::remove_dir_all(&out).ok();
 }

@@ -11,7 +11,7 @@
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
 use mcb_testkit::c_harness::{
-    assert_success, build, build_sanitized, valgrind_available, Variant, SANITIZER_ENV,
+    assert_success, build, build_sanitized, valgrind_available, Variant, MEMCHECK, SANITIZER_ENV,
 };
 use mcb_testkit::shared_lib::{built_library, exported_functions};
 use std::path::{Path, PathBuf};
@@ -122,15 +122,8 @@ fn conformance_is_clean_under_valgrind() {
     if !valgrind_available("conformance_is_clean_under_valgrind") {
         return;
     }
-    let memcheck = [
-        "valgrind",
-        "--quiet",
-        "--error-exitcode=1",
-        "--leak-check=full",
-        "--errors-for-leak-kinds=definite,possible",
-    ];
     for (mode, lib) in [("direct", storage_engine()), ("bucket", bucket_engine())] {
-        let out = suite(build(VARIANT), &memcheck, mode, lib);
+        let out = suite(build(VARIANT), &MEMCHECK, mode, lib);
         assert_success(&format!("{mode} under valgrind memcheck"), &out);
     }
 }
