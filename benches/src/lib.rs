@@ -326,16 +326,77 @@ pub fn print_hit_ratios(
 }
 
 /// Whether the command line's filter (criterion's positional argument, a regex, here matched
-/// as alternatives of plain substrings) leaves anything of `group` to run: a group's setup and its untimed hit ratios
-/// are skipped with its benches, so that a profile of one row holds that row alone.
+/// as alternatives of plain substrings) leaves anything of `group` to run: a group's setup and
+/// its untimed hit ratios are skipped with its benches, so that a profile of one row holds that
+/// row alone.
 pub fn wanted(group: &str) -> bool {
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    wanted_by(group, std::env::args().skip(1))
+}
+
+/// criterion's options that take their value as the next argument (`--sample-size 10`): that
+/// value is not a filter.
+const VALUED_OPTIONS: [&str; 18] = [
+    "--warm-up-time",
+    "--measurement-time",
+    "--sample-size",
+    "--nresamples",
+    "--noise-threshold",
+    "--confidence-level",
+    "--significance-level",
+    "--save-baseline",
+    "-s",
+    "--baseline",
+    "-b",
+    "--baseline-lenient",
+    "--load-baseline",
+    "--profile-time",
+    "--output-format",
+    "--color",
+    "-c",
+    "--plotting-backend",
+];
+
+/// [`wanted`] for the arguments `args` (the program's name left out).
+fn wanted_by(group: &str, args: impl IntoIterator<Item = String>) -> bool {
+    let mut filters = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if VALUED_OPTIONS.contains(&arg.as_str()) {
+            args.next();
+        } else if !arg.starts_with('-') {
+            filters.push(arg);
+        }
+    }
     let matches = |alternative: &str| {
         let f = alternative.trim_start_matches('^').trim_end_matches('$');
         group.contains(f) || f.starts_with(group)
     };
     filters.is_empty() || filters.iter().any(|f| f.split('|').any(matches))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wanted_by;
+
+    fn wanted(group: &str, args: &str) -> bool {
+        wanted_by(group, args.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn a_filter_selects_the_groups_it_names_and_option_values_are_not_filters() {
+        assert!(wanted("tiers_levels", "--bench"));
+        assert!(wanted("tiers_levels", "--bench tiers_levels/l1_hit"));
+        assert!(wanted("tiers_levels", "--bench ^zipf|tiers_levels$"));
+        assert!(!wanted("zipf_s0.9_100k_keys_read", "--bench tiers_levels"));
+        // "10" and "1" are the options' values: as filters they would select every group whose
+        // name holds them.
+        assert!(!wanted(
+            "zipf_s0.9_100k_keys_read",
+            "--bench --sample-size 10 --warm-up-time 1 tiers_levels"
+        ));
+        assert!(wanted(
+            "zipf_s0.9_100k_keys_read",
+            "--bench --sample-size=10 zipf"
+        ));
+    }
 }
