@@ -174,25 +174,26 @@ impl<'s> ItemRef<'s> {
 
     /// Whether it was fetched before, and when it was last accessed (stored, if never).
     pub fn access(&self) -> (bool, RelTime) {
-        let word = self.meta_bits();
-        (word & FETCHED != 0, word >> ACCESS_SHIFT)
+        access_of(self.meta_bits())
     }
 
     /// Notes a fetch at `now`; returns what [`ItemRef::access`] said before it. As memcached,
     /// the access time is rewritten only once it is a minute old, and the fetched mark once,
     /// so that a hot item's fetches only read it.
     pub fn note_access(&self, now: RelTime) -> (bool, RelTime) {
-        let before = self.access();
+        if !self.item.published() {
+            return (false, 0);
+        }
+        let meta = self.item.meta();
+        // Relaxed: as in `meta_bits`.
+        let before = access_of(meta.load(Ordering::Relaxed));
         let stale_time = now.saturating_sub(before.1) >= ACCESS_UPDATE;
-        if self.item.published() && (!before.0 || stale_time) {
+        if !before.0 || stale_time {
             let at = if stale_time { now } else { before.1 };
             // Relaxed (both): statistics of the item; the token bits are kept by the RMW.
-            let _ = self
-                .item
-                .meta()
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
-                    Some(word & KEPT | FETCHED | at << ACCESS_SHIFT)
-                });
+            let _ = meta.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                Some(word & KEPT | FETCHED | at << ACCESS_SHIFT)
+            });
         }
         before
     }
@@ -202,4 +203,9 @@ impl<'s> ItemRef<'s> {
     pub fn in_segment(&self) -> bool {
         self.item.block().is_none()
     }
+}
+
+/// What a meta word says of the item's accesses: fetched before, and when last accessed.
+fn access_of(word: u32) -> (bool, RelTime) {
+    (word & FETCHED != 0, word >> ACCESS_SHIFT)
 }

@@ -397,7 +397,7 @@ impl Index {
 
     /// The slot of `bucket` with `tag` that `is_key` accepts: the bucket's eight words bounds
     /// checked once, each matched with the occupied bit and tag in one masked compare.
-    #[inline]
+    #[inline(always)]
     fn probe(&self, bucket: Bucket, tag: u16, is_key: &mut impl FnMut(Loc) -> bool) -> Option<Hit> {
         let want = wanted(tag);
         let first = bucket.number * SLOTS;

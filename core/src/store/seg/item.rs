@@ -155,9 +155,10 @@ impl<'e> Item<'e> {
 
     #[inline]
     fn words(&self) -> (&Words<AtomicU32>, usize) {
-        match (&self.block, self.memory) {
-            (Some(block), _) => (&block.words, 0),
-            (None, Some(memory)) => (memory, self.at),
+        // The segment first: most items are there.
+        match (self.memory, &self.block) {
+            (Some(memory), _) => (memory, self.at),
+            (None, Some(block)) => (&block.words, 0),
             (None, None) => unreachable!("an item is in a segment or a block"),
         }
     }
