@@ -3,8 +3,10 @@
 //!
 //! `store_ops KIND N`: fills a 64 MiB store with 10,000 items of 100 bytes, then runs N
 //! operations of KIND on uniformly drawn keys: `get` (the engine's fetch: a counted hold, as for
-//! a foreign host, and the access noted), `pinned` (a pin and a get within it, no hold), `set`,
-//! or `none` (the loop alone: subtract it). Instructions per operation: (Ir of KIND - Ir of
+//! a foreign host, and the access noted), `pinned` (a pin and a get within it, no hold), `token`
+//! (what the engine's `get`, `get_item_info` and `release` do: a fetch turned into a token, the
+//! token's item read for every field `item_info` carries, the token released), `set`, or `none`
+//! (the loop alone: subtract it). Instructions per operation: (Ir of KIND - Ir of
 //! none) / N.
 //!
 //!     valgrind --tool=callgrind target/release/examples/store_ops pinned 200000
@@ -46,12 +48,25 @@ fn main() {
                 let hit = black_box(store.get_pinned(&pin, key)).is_some();
                 u64::from(hit)
             }
+            "token" => match store.fetch(key) {
+                Some(item) => {
+                    let token = store.into_token(item);
+                    let info = store.with_token(black_box(token), |item| {
+                        let fields = (item.cas(), item.exptime(), item.flags());
+                        (item.raw_parts(), fields, item.key_len(), item.value_len())
+                    });
+                    black_box(info);
+                    store.release_token(token);
+                    1
+                }
+                None => 0,
+            },
             "set" => {
                 set(key);
                 1
             }
             "none" => black_box(key.len() as u64),
-            other => panic!("unknown kind {other}: get, pinned, set or none"),
+            other => panic!("unknown kind {other}: get, pinned, token, set or none"),
         };
     }
     println!("{kind}: {n} operations, {hits} hits (or key bytes)");

@@ -377,6 +377,52 @@ fn a_stream_of_items_written_once_passes_through_without_evicting_items_read_sin
 }
 
 #[test]
+fn a_key_evicted_unread_and_stored_again_soon_is_kept_as_if_it_was_read() {
+    // S3-FIFO's ghost: a key the small queue dropped before anyone read it, stored again while
+    // the ghost remembers it, starts as read, so that a stream of items written once passes
+    // it by as it passes the items read since written. A key stored for the first time at the
+    // same moment is not kept.
+    let (s, _) = store_with(|c| {
+        c.cache_size = 64 << 16;
+        c.segment_size = 1 << 16;
+        c.lanes = 1;
+    });
+    let value = "v".repeat(100);
+    let n = 2_000;
+    let back = |i: usize| format!("back:{i:06}");
+    let fresh = |i: usize| format!("fresh:{i:06}");
+    for i in 0..n {
+        put(&s, &back(i), &value, StoreOp::Set).unwrap();
+    }
+    let mut once = 0;
+    let mut stream = |count: usize| {
+        for _ in 0..count {
+            put(&s, &format!("once:{once:06}"), &value, StoreOp::Set).unwrap();
+            once += 1;
+        }
+    };
+    // The oldest items go first: once as many are evicted, every `back` key is gone (a get
+    // that misses marks nothing read).
+    while s.stats().evictions < n as u64 {
+        stream(100);
+    }
+    assert!((0..n).all(|i| s.get(back(i).as_bytes()).is_none()));
+    for i in 0..n {
+        put(&s, &back(i), &value, StoreOp::Set).unwrap();
+        put(&s, &fresh(i), &value, StoreOp::Set).unwrap();
+    }
+    stream(100_000);
+    let kept = |key: &dyn Fn(usize) -> String| {
+        (0..n)
+            .filter(|&i| s.get(key(i).as_bytes()).is_some())
+            .count()
+    };
+    let (back_kept, fresh_kept) = (kept(&back), kept(&fresh));
+    assert!(back_kept > n / 2, "{back_kept} of {n} keys back kept");
+    assert!(fresh_kept < n / 10, "{fresh_kept} of {n} new keys kept");
+}
+
+#[test]
 fn stats_count_and_reset() {
     let (s, _) = store_with(|c| c.cache_size = 12345);
     put(&s, "a", "1", StoreOp::Set).unwrap();
@@ -483,15 +529,18 @@ fn a_cache_far_from_full_evicts_nothing_while_its_index_grows() {
 
 #[test]
 fn a_cache_between_powers_of_two_fills_its_segments_with_small_items() {
-    // 22 MiB: the segments hold about 169,000 items of a 12-byte key and a 100-byte value;
-    // an index rounded down to 131,072 slots kept about 124,000 of them.
+    // 22 MiB: the segments hold about 150,000 items of a 12-byte key and a 100-byte value
+    // (22 MiB is the index's 2 MiB and 20 segments to the byte, so the ghost's 256 KiB take
+    // one segment's room), 150,848 here alone; a segment or two (8,400 items each) may wait
+    // retired while another test's thread holds up the process-wide collector (142,656 seen
+    // under load). An index rounded down to 131,072 slots kept about 124,000.
     let (s, _) = store_with(|c| c.cache_size = 22 << 20);
     let value = "v".repeat(100);
     for i in 0..200_000 {
         put(&s, &format!("key:{i:08}"), &value, StoreOp::Set).unwrap();
     }
     let kept = s.stats().curr_items;
-    assert!(kept > 155_000, "{kept} items kept");
+    assert!(kept > 135_000, "{kept} items kept");
 }
 
 #[test]

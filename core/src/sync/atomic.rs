@@ -7,7 +7,7 @@ use super::loom as build;
 use super::std as build;
 
 pub use build::atomic::{
-    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
 /// An atomic access that later accesses of other locations must follow in the SeqCst total

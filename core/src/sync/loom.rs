@@ -8,7 +8,7 @@ use super::mutant::{self, Mutant};
 /// Atomics and fences.
 pub mod atomic {
     pub use loom::sync::atomic::{
-        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+        fence, AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
     pub use std::sync::atomic::Ordering;
 }

@@ -4,7 +4,8 @@
 /// Atomics and fences.
 pub mod atomic {
     pub use std::sync::atomic::{
-        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+        Ordering,
     };
 }
 

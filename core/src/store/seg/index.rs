@@ -759,6 +759,11 @@ impl Locked<'_> {
         set_slot(self.cell(pos), value, order);
     }
 
+    /// The locked key's hash.
+    pub(crate) fn hash(&self) -> Hash {
+        self.hash
+    }
+
     /// Points a slot at `loc` (a new item of the same key), publishing it.
     pub(crate) fn replace(&self, pos: Pos, loc: Loc) {
         self.publish(pos, slot(self.hash.tag(), loc));
@@ -803,11 +808,12 @@ impl Locked<'_> {
         (used, free)
     }
 
-    /// Inserts a slot for `loc` (a key the buckets do not hold) in the emptier bucket. When
-    /// both are full, one of their slots moves to its other bucket if that has room; else the
-    /// slot of an item not read since it was written (else the first) gives way, and its
-    /// location is returned: that item is evicted. Also says whether the table wants to grow.
-    pub(crate) fn insert(&self, loc: Loc) -> (Option<Loc>, bool) {
+    /// Inserts a slot for `loc` (a key the buckets do not hold), marked read if `seen`, in the
+    /// emptier bucket. When both are full, one of their slots moves to its other bucket if that
+    /// has room; else the slot of an item not read since it was written (else the first) gives
+    /// way, and its location is returned: that item is evicted. Also says whether the table
+    /// wants to grow.
+    pub(crate) fn insert(&self, loc: Loc, seen: bool) -> (Option<Loc>, bool) {
         let mut best: Option<(usize, Pos)> = None;
         for bucket in self.buckets() {
             if let (used, Some(pos)) = self.room(*bucket) {
@@ -816,7 +822,7 @@ impl Locked<'_> {
                 }
             }
         }
-        let value = slot(self.hash.tag(), loc);
+        let value = slot(self.hash.tag(), loc) | if seen { FREQ } else { 0 };
         if let Some((used, pos)) = best.or_else(|| self.displace().map(|pos| (SLOTS, pos))) {
             self.publish(pos, value);
             self.index.count(1);
@@ -936,7 +942,7 @@ pub mod model {
         pub fn insert(&self, i: usize) -> bool {
             self.index
                 .lock(self.hash(i))
-                .insert(Self::loc(i))
+                .insert(Self::loc(i), false)
                 .0
                 .is_none()
         }
@@ -1008,7 +1014,7 @@ mod tests {
         let l = loc(i as u32, 0);
         let locked = index.lock(index.hash(&keys[i]));
         assert!(locked.find(|at| at == l).is_none());
-        locked.insert(l).0
+        locked.insert(l, false).0
     }
 
     /// Every one of the first `stored` keys that was not evicted (`gone`) is found.

@@ -3,9 +3,9 @@
 //!
 //! The folder, bottom up: `memory` (the raw mappings, accessed only atomically: the store's one
 //! `unsafe` module), `layout` (an item's header), `reclaim` (grace periods), `index` (the
-//! tagged-slot table), `segments` (segment lives, lanes, the pool and the budget), `item` (an
-//! item where it lies) and, here, the [`Engine`] that joins them: reservation, lookup,
-//! publication, eviction.
+//! tagged-slot table), `ghost` (keys evicted unread), `segments` (segment lives, lanes, the
+//! pool and the budget), `item` (an item where it lies) and, here, the [`Engine`] that joins
+//! them: reservation, lookup, publication, eviction.
 //!
 //! - **Write**: an item is reserved in the writing thread's lane (its open segment), its header,
 //!   key and value written there (by the host, for `allocate`), then linked: under its key's
@@ -19,10 +19,12 @@
 //!   queue's (one whose items all expired first, among the oldest few). It is walked: each item
 //!   still linked is unlinked, or, when it was read since it was written and is small, copied
 //!   into the eviction's own lane (the main queue) and relinked: an item written once and not
-//!   read leaves after a tenth of the cache's writes, a used one stays. The segment then
-//!   retires: one grace period for the whole segment, and its memory stays charged until it
-//!   is reused.
+//!   read leaves after a tenth of the cache's writes, a used one stays. An item the small
+//!   queue drops unread leaves a tag in the ghost (`ghost`): stored again soon, it starts as
+//!   read. The segment then retires: one grace period for the whole segment, and its memory
+//!   stays charged until it is reused.
 
+mod ghost;
 mod index;
 mod item;
 mod layout;
@@ -41,6 +43,7 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::epoch::{Domain, Pinned};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Mutex, PayloadArc};
+use ghost::Ghost;
 use index::{Index, MAX_OFFSET, SLOTS};
 use reclaim::Patience;
 use segments::{Lane, Segments, Step};
@@ -114,6 +117,9 @@ enum Matched<'e> {
     Large(Item<'e>),
 }
 
+/// The fewest segments of a cache that keeps a ghost.
+const GHOST_MIN_SEGMENTS: usize = 16;
+
 /// The segment store (see the module docs).
 pub(crate) struct Engine {
     segs: Segments,
@@ -123,14 +129,16 @@ pub(crate) struct Engine {
     seq: AtomicU64,
     /// Where the eviction puts the items it keeps.
     keep_lane: Mutex<Lane>,
-    /// Set by the first read that marks an item seen: from then on the eviction's lane is
-    /// given a segment ahead of the writers' lanes (a cache nobody reads keeps nothing, and
-    /// spends no segment on it).
+    /// Set by the first read that marks an item seen (or the ghost's first recall): from then
+    /// on the eviction's lane is given a segment ahead of the writers' lanes (a cache nobody
+    /// reads keeps nothing, and spends no segment on it).
     keep_armed: AtomicBool,
     use_cas: bool,
     eviction: bool,
     evicted: AtomicU64,
     expired: AtomicU64,
+    /// Keys evicted unread (see `ghost`).
+    ghost: Ghost,
 }
 
 impl fmt::Debug for Engine {
@@ -159,9 +167,20 @@ impl Engine {
         // pairs filled at half the table's load: evictions in a cache far from full).
         let locks = (buckets / 16).clamp(1, 1024);
         let index = Index::new(buckets, max_buckets, locks).ok_or("index memory")?;
-        let count = (plan.capacity.saturating_sub(buckets * BUCKET_BYTES) / seg_size).max(1);
+        // A ghost entry for every two slots the index may grow to (a sixteenth of its most
+        // bytes, about a sixty-fourth of the cache), charged as the budget's first bytes; none
+        // in a cache of few segments, where a segment's room is worth more than the hint.
+        let ghost_entries = if plan.capacity / seg_size >= GHOST_MIN_SEGMENTS {
+            max_buckets * SLOTS / 2
+        } else {
+            0
+        };
+        let capacity = plan
+            .capacity
+            .saturating_sub(Ghost::bytes_for(ghost_entries));
+        let count = (capacity.saturating_sub(buckets * BUCKET_BYTES) / seg_size).max(1);
         let max_large = plan.capacity / seg_size + 1;
-        let segs = Segments::new(seg_size, count, max_large, plan.capacity, plan.lanes)
+        let segs = Segments::new(seg_size, count, max_large, capacity, plan.lanes)
             .ok_or("segment memory")?;
         Ok(Self {
             segs,
@@ -174,6 +193,7 @@ impl Engine {
             eviction: plan.eviction,
             evicted: AtomicU64::new(0),
             expired: AtomicU64::new(0),
+            ghost: Ghost::new(ghost_entries),
         })
     }
 
@@ -263,10 +283,15 @@ impl Engine {
     pub(crate) fn mark_seen(&self, hit: &Hit) {
         if !hit.seen() {
             self.index.mark_seen(hit);
-            // Relaxed (both): a hint, written once.
-            if !self.keep_armed.load(Ordering::Relaxed) {
-                self.keep_armed.store(true, Ordering::Relaxed);
-            }
+            self.arm_keep();
+        }
+    }
+
+    /// Notes that an item was marked read: the eviction's lane may keep it (see `keep_armed`).
+    fn arm_keep(&self) {
+        // Relaxed (both): a hint, written once.
+        if !self.keep_armed.load(Ordering::Relaxed) {
+            self.keep_armed.store(true, Ordering::Relaxed);
         }
     }
 
@@ -426,8 +451,8 @@ impl Engine {
 
     fn follow(&self, step: Step, patience: &mut Patience, now: u32) -> Result<(), Short> {
         match step {
-            Step::Evict(seg) => {
-                self.evict(seg, now);
+            Step::Evict(seg, small) => {
+                self.evict(seg, small, now);
                 Ok(())
             }
             Step::Wait if patience.wait() => Ok(()),
@@ -493,7 +518,12 @@ impl Engine {
                 false
             }
             None => {
-                let (victim, grow) = locked.insert(loc);
+                // A key evicted unread lately starts as read (see `ghost`).
+                let seen = self.ghost.recall(locked.hash());
+                if seen {
+                    self.arm_keep();
+                }
+                let (victim, grow) = locked.insert(loc, seen);
                 if let Some(victim) = victim {
                     // The index had no room for the key: an item gives way.
                     if let Some(gone) = self.item_at(victim) {
@@ -551,8 +581,8 @@ impl Engine {
         }
     }
 
-    /// Evicts `seg` (see the module docs).
-    fn evict(&self, seg: u32, now: u32) {
+    /// Evicts `seg`, of the small queue if `small` (see the module docs).
+    fn evict(&self, seg: u32, small: bool, now: u32) {
         let used = self.segs.used(seg);
         let mut off = 0;
         let mut done = Evicted::default();
@@ -568,7 +598,8 @@ impl Engine {
                 continue;
             }
             let n = item.key_into(&mut key);
-            let locked = self.lock(self.hash(&key[..n]));
+            let hash = self.hash(&key[..n]);
+            let locked = self.lock(hash);
             let found = if mutant::active(Mutant::EvictionUnlinksByKey) {
                 self.current(&locked, &key[..n])
             } else {
@@ -584,6 +615,11 @@ impl Engine {
                 self.unlink(&locked, pos, &item);
                 done.expired += 1;
             } else if !(hit.seen() && self.keep(&locked, pos, &item)) {
+                if small && !hit.seen() {
+                    // Evicted unread from the small queue: if the key comes back soon, it
+                    // starts as read.
+                    self.ghost.remember(hash);
+                }
                 self.unlink(&locked, pos, &item);
                 done.evicted += 1;
             }

@@ -599,7 +599,7 @@ impl Segments {
             return Step::Full;
         }
         match self.pick_victim(pool, now) {
-            Some(seg) => Step::Evict(seg),
+            Some((seg, small)) => Step::Evict(seg, small),
             None => Step::Stuck,
         }
     }
@@ -705,8 +705,9 @@ impl Segments {
     /// While the small queue holds more than a tenth of the sealed segments its oldest goes
     /// first (an item written once and not read again leaves after a tenth of the cache's
     /// writes, not after all of them), else the main queue's oldest; the other queue when
-    /// the first has nothing evictable. `None` if every sealed segment has writers.
-    fn pick_victim(&self, pool: &mut Pool, now: u32) -> Option<u32> {
+    /// the first has nothing evictable; and whether it is the small queue's. `None` if every
+    /// sealed segment has writers.
+    fn pick_victim(&self, pool: &mut Pool, now: u32) -> Option<(u32, bool)> {
         let small = pool.queue.len();
         let small_first = small * SMALL_SHARE > small + pool.main.len();
         let (first, second) = if small_first {
@@ -715,8 +716,11 @@ impl Segments {
             (&mut pool.main, &mut pool.queue)
         };
         match self.pick_in(first, now) {
-            Picked::None => self.pick_in(second, now).seg(),
-            picked => picked.seg(),
+            Picked::None => self
+                .pick_in(second, now)
+                .seg()
+                .map(|seg| (seg, !small_first)),
+            picked => picked.seg().map(|seg| (seg, small_first)),
         }
     }
 
@@ -791,8 +795,8 @@ impl Segments {
 /// What a writer that found no room must do before it tries again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
-    /// Evict this segment (it is evicting now).
-    Evict(u32),
+    /// Evict this segment (it is evicting now), of the small queue if `true`.
+    Evict(u32, bool),
     /// Wait for retired segments' grace periods.
     Wait,
     /// Nothing is evictable now.
