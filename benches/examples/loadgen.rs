@@ -14,7 +14,7 @@
 //!         --port 11211 --conns 8 --secs 5 --get-ratio 0.9 --keys 10000 --value 100 \
 //!         [--multi 100 | --meta 1 | --zipf 0.99 --value-max 4096]
 
-use mcb_benches::{zipf, Rng};
+use mcb_benches::{stream_seed, zipf, Rng};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -189,7 +189,7 @@ fn cache_aside(
     deadline: Instant,
 ) -> std::io::Result<(Vec<u32>, Hits)> {
     let mut s = connect(a.port)?;
-    let trace = zipf(a.keys as usize, a.zipf, 1 << 20, seed | 1);
+    let trace = zipf(a.keys as usize, a.zipf, 1 << 20, seed);
     let value = vec![b'v'; a.value_max];
     let span = (a.value_max - a.value + 1) as u64;
     let (mut out, mut inp, mut k) = (Vec::new(), Vec::new(), Vec::new());
@@ -235,7 +235,7 @@ fn run(a: &Args, seed: u64, deadline: Instant) -> std::io::Result<Vec<u32>> {
     let mut s = connect(a.port)?;
     if a.multi > 0 {
         let (mut out, mut inp) = (Vec::new(), Vec::new());
-        let mut rng = Rng(seed | 1);
+        let mut rng = Rng(seed);
         let mut lat = Vec::with_capacity(1 << 16);
         while Instant::now() < deadline {
             let start = Instant::now();
@@ -249,7 +249,7 @@ fn run(a: &Args, seed: u64, deadline: Instant) -> std::io::Result<Vec<u32>> {
     }
     let value = vec![b'v'; a.value];
     let (mut out, mut inp, mut k) = (Vec::new(), Vec::new(), Vec::new());
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng(seed);
     let mut lat = Vec::with_capacity(1 << 20);
     let threshold = (a.get_ratio * u64::MAX as f64) as u64;
     if a.meta {
@@ -314,7 +314,9 @@ fn main() {
     }
     let started = Instant::now();
     let deadline = started + Duration::from_secs(a.secs);
-    let results = on_connections(a.conns, |i| run(&a, 0x9e37_79b9_7f4a_7c15 ^ i, deadline));
+    let results = on_connections(a.conns, |i| {
+        run(&a, stream_seed(0x9e37_79b9_7f4a_7c15, i), deadline)
+    });
     let elapsed = started.elapsed().as_secs_f64();
     let all = results.into_iter().flatten().collect();
     report(all, a.multi.max(1), elapsed, "");
@@ -366,7 +368,7 @@ fn cache_aside_main(a: &Args) {
     let warm = started + Duration::from_secs(a.secs) / 2;
     let deadline = started + Duration::from_secs(a.secs);
     let results = on_connections(a.conns, |i| {
-        cache_aside(a, 0x51_7cc1_b727_220a ^ i, warm, deadline)
+        cache_aside(a, stream_seed(0x51_7cc1_b727_220a, i), warm, deadline)
     });
     let elapsed = started.elapsed().as_secs_f64();
     let (mut all, mut total) = (Vec::new(), Hits::default());

@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -189,6 +189,15 @@ pub mod seed {
 #[derive(Debug, Clone)]
 pub struct Rng(pub u64);
 
+/// The seed of the `i`-th of several generators drawn from `base` (one per connection or
+/// thread): never zero, and a different one for each `i`. (`(base ^ i) | 1` gave 0 and 1 one
+/// seed, 2 and 3 another: pairs of loadgen's connections sent the same keys in the same order,
+/// which made the hit ratio of its cache-aside loop that of a trace with repeats a few
+/// requests apart.)
+pub fn stream_seed(base: u64, i: u64) -> u64 {
+    (base ^ (i << 1)) | 1
+}
+
 impl Rng {
     /// The next number.
     pub fn next_u64(&mut self) -> u64 {
@@ -291,11 +300,18 @@ pub fn zipf(n: usize, s: f64, count: usize, seed: u64) -> Vec<u64> {
         .collect()
 }
 
+/// Where the next thread starts its walk (see [`next_key`]).
+static WALK_STARTS: AtomicUsize = AtomicUsize::new(0);
+
 thread_local! {
-    static CURSOR: Cell<usize> = const { Cell::new(0) };
+    static CURSOR: Cell<usize> = Cell::new(
+        // Relaxed: a counter; each thread only needs a value of its own.
+        WALK_STARTS.fetch_add(0x9e37_79b9, Ordering::Relaxed),
+    );
 }
 
-/// The next key of this thread's walk through `trace`.
+/// The next key of this thread's walk through `trace`; each thread starts at a place of its
+/// own (all starting at 0, the threads of a bench row asked for the same keys in step).
 pub fn next_key(trace: &[u64]) -> u64 {
     CURSOR.with(|c| {
         let i = c.get();
@@ -376,7 +392,20 @@ fn wanted_by(group: &str, args: impl IntoIterator<Item = String>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::wanted_by;
+    use super::{next_key, stream_seed, wanted_by, zipf};
+
+    #[test]
+    fn each_connection_and_thread_gets_keys_of_its_own() {
+        let base = 0x51_7cc1_b727_220a;
+        let seeds: std::collections::HashSet<u64> = (0..64).map(|i| stream_seed(base, i)).collect();
+        assert_eq!(seeds.len(), 64);
+        assert!(seeds.iter().all(|s| s & 1 == 1));
+        let trace = |i| zipf(1000, 0.99, 64, stream_seed(base, i));
+        assert_ne!(trace(0), trace(1));
+        let positions: Vec<u64> = (0..1000).collect();
+        let walk = || std::thread::scope(|s| s.spawn(|| next_key(&positions)).join().unwrap());
+        assert_ne!(walk(), walk(), "two threads start their walks at one place");
+    }
 
     fn wanted(group: &str, args: &str) -> bool {
         wanted_by(group, args.split_whitespace().map(str::to_owned))
