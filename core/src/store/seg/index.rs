@@ -1,11 +1,12 @@
 //! The index: where each key's item lies, as a table of 64-byte buckets of eight 8-byte slots.
 //!
 //! A slot holds a 16-bit tag from the key's hash, the item's segment and offset, and a
-//! frequency bit (set by the first read after the item was written, only when clear). A key
+//! two-bit count of reads since the item was written (0, 1, 2 or more: a bit set by a read
+//! that finds it clear, so a read writes at most twice per item and segment). A key
 //! hashes once; its item may sit in either of two buckets (the low hash bits pick the first,
 //! the second is the first with higher bits flipped by a mix of the tag, so that either is
 //! found from the other and a slot's tag alone), so a lookup reads one bucket line, maybe a
-//! second one, then the item: readers take no lock and write nothing but a clear frequency bit.
+//! second one, then the item: readers take no lock and write nothing but a clear read bit.
 //! Writers lock the key's stripe (a striped array of mutexes keyed by the low bucket bits, which
 //! both buckets share) and publish a slot with a Release store after the item's bytes are
 //! written; readers load slots with Acquire. When both buckets are full, an insert first moves
@@ -56,10 +57,13 @@ pub(crate) struct Loc {
 }
 
 const OCCUPIED: u64 = 1 << 63;
+/// Read once since written.
 const FREQ: u64 = 1 << 62;
+/// Read twice or more.
+const FREQ2: u64 = 1 << 45;
 const TAG_SHIFT: u32 = 46;
 const SEG_SHIFT: u32 = 18;
-const SEG_BITS: u32 = 28;
+const SEG_BITS: u32 = 27;
 /// The most segments and large objects a slot can name.
 pub(crate) const MAX_SEGMENTS: usize = 1 << SEG_BITS;
 /// The largest offset a slot can name (in 4-byte units: 18 bits).
@@ -71,6 +75,15 @@ fn slot(tag: u16, loc: Loc) -> u64 {
         | u64::from(tag) << TAG_SHIFT
         | u64::from(loc.seg) << SEG_SHIFT
         | u64::from(loc.off / 4)
+}
+
+/// The read bits of a count of `reads`.
+fn freq(reads: u8) -> u64 {
+    match reads {
+        0 => 0,
+        1 => FREQ,
+        _ => FREQ | FREQ2,
+    }
 }
 
 fn slot_loc(value: u64) -> Loc {
@@ -219,6 +232,11 @@ impl Hit {
     /// Whether the item was read since it was written to its segment.
     pub(crate) fn seen(&self) -> bool {
         self.value & FREQ != 0
+    }
+
+    /// Reads since the item was written: 0, 1, or 2 for two or more.
+    pub(crate) fn reads(&self) -> u8 {
+        u8::from(self.value & FREQ != 0) + u8::from(self.value & FREQ2 != 0)
     }
 }
 
@@ -416,16 +434,17 @@ impl Index {
         None
     }
 
-    /// Marks a found item as read, if it is not marked yet (the only write a read makes, once
+    /// Counts a read of a found item, up to two (the only write a read makes, at most twice
     /// per item and segment).
     #[inline]
     pub(crate) fn mark_seen(&self, hit: &Hit) {
-        if hit.value & FREQ == 0 {
+        if hit.value & FREQ2 == 0 {
+            let bit = if hit.value & FREQ == 0 { FREQ } else { FREQ2 };
             // Relaxed (both): a hint for eviction; it fails harmlessly if a writer changed the
             // slot since, and publishes nothing.
             let _ = self.regions[hit.region].at(hit.word).compare_exchange(
                 hit.value,
-                hit.value | FREQ,
+                hit.value | bit,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
@@ -769,12 +788,9 @@ impl Locked<'_> {
         self.publish(pos, slot(self.hash.tag(), loc));
     }
 
-    /// Points a slot at `loc` with the given frequency bit (an item moved, not rewritten).
-    pub(crate) fn move_to(&self, pos: Pos, loc: Loc, seen: bool) {
-        self.publish(
-            pos,
-            slot(self.hash.tag(), loc) | if seen { FREQ } else { 0 },
-        );
+    /// Points a slot at `loc` with a count of `reads` (an item moved, not rewritten).
+    pub(crate) fn move_to(&self, pos: Pos, loc: Loc, reads: u8) {
+        self.publish(pos, slot(self.hash.tag(), loc) | freq(reads));
     }
 
     /// Empties a slot.
@@ -808,12 +824,12 @@ impl Locked<'_> {
         (used, free)
     }
 
-    /// Inserts a slot for `loc` (a key the buckets do not hold), marked read if `seen`, in the
-    /// emptier bucket. When both are full, one of their slots moves to its other bucket if that
-    /// has room; else the slot of an item not read since it was written (else the first) gives
-    /// way, and its location is returned: that item is evicted. Also says whether the table
-    /// wants to grow.
-    pub(crate) fn insert(&self, loc: Loc, seen: bool) -> (Option<Loc>, bool) {
+    /// Inserts a slot for `loc` (a key the buckets do not hold), counted as read `reads` times,
+    /// in the emptier bucket. When both are full, one of their slots moves to its other bucket
+    /// if that has room; else the slot of an item not read since it was written (else the
+    /// first) gives way, and its location is returned: that item is evicted. Also says whether
+    /// the table wants to grow.
+    pub(crate) fn insert(&self, loc: Loc, reads: u8) -> (Option<Loc>, bool) {
         let mut best: Option<(usize, Pos)> = None;
         for bucket in self.buckets() {
             if let (used, Some(pos)) = self.room(*bucket) {
@@ -822,7 +838,7 @@ impl Locked<'_> {
                 }
             }
         }
-        let value = slot(self.hash.tag(), loc) | if seen { FREQ } else { 0 };
+        let value = slot(self.hash.tag(), loc) | freq(reads);
         if let Some((used, pos)) = best.or_else(|| self.displace().map(|pos| (SLOTS, pos))) {
             self.publish(pos, value);
             self.index.count(1);
@@ -942,7 +958,7 @@ pub mod model {
         pub fn insert(&self, i: usize) -> bool {
             self.index
                 .lock(self.hash(i))
-                .insert(Self::loc(i), false)
+                .insert(Self::loc(i), 0)
                 .0
                 .is_none()
         }
@@ -1014,7 +1030,7 @@ mod tests {
         let l = loc(i as u32, 0);
         let locked = index.lock(index.hash(&keys[i]));
         assert!(locked.find(|at| at == l).is_none());
-        locked.insert(l, false).0
+        locked.insert(l, 0).0
     }
 
     /// Every one of the first `stored` keys that was not evicted (`gone`) is found.
@@ -1069,6 +1085,24 @@ mod tests {
         }
         assert_eq!(put(&index, &keys, 8), Some(loc(1, 0)));
         assert!(!get(&index, &keys, 1) && get(&index, &keys, 8));
+    }
+
+    #[test]
+    fn a_slot_counts_two_reads_and_no_more() {
+        let index = Index::new(1, 1, 1).unwrap();
+        let keys = keys(1);
+        assert_eq!(put(&index, &keys, 0), None);
+        let reads = || {
+            let hit = index.find(index.hash(&keys[0]), |_| true).unwrap();
+            index.mark_seen(&hit);
+            hit.reads()
+        };
+        assert_eq!([reads(), reads(), reads(), reads()], [0, 1, 2, 2]);
+        let locked = index.lock(index.hash(&keys[0]));
+        let (pos, hit) = locked.find(|_| true).unwrap();
+        locked.move_to(pos, hit.loc(), 1);
+        drop(locked);
+        assert_eq!(reads(), 1, "moved with one read");
     }
 
     #[test]

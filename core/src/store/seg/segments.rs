@@ -151,8 +151,10 @@ pub(crate) enum Short {
     Busy,
 }
 
-/// Above this share of the sealed segments, the small queue gives the next victim.
-const SMALL_SHARE: usize = 10;
+/// Above one in this many of the sealed segments, the small queue gives the next victim. A
+/// twentieth beat a tenth on each of five regimes tried (64 MiB of 100 B-4 KB values over 2x
+/// the cache: hit ratio 0.923 -> 0.924; 22 MiB of 100 B values: 0.850 -> 0.854).
+const SMALL_SHARE: usize = 20;
 
 /// The free lists and the eviction queues.
 #[derive(Debug)]
@@ -702,9 +704,9 @@ impl Segments {
 
     /// The next victim, now evicting: S3-FIFO's choice at segment granularity. New items fill
     /// the small queue; an eviction keeps what was read since written in the main queue.
-    /// While the small queue holds more than a tenth of the sealed segments its oldest goes
-    /// first (an item written once and not read again leaves after a tenth of the cache's
-    /// writes, not after all of them), else the main queue's oldest; the other queue when
+    /// While the small queue holds more than a twentieth of the sealed segments its oldest
+    /// goes first (an item written once and not read again leaves after a twentieth of the
+    /// cache's writes, not after all of them), else the main queue's oldest; the other queue when
     /// the first has nothing evictable; and whether it is the small queue's. `None` if every
     /// sealed segment has writers.
     fn pick_victim(&self, pool: &mut Pool, now: u32) -> Option<(u32, bool)> {
