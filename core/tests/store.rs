@@ -377,6 +377,51 @@ fn a_stream_of_items_written_once_passes_through_without_evicting_items_read_sin
 }
 
 #[test]
+fn an_eviction_keeps_a_large_item_only_if_it_was_read_twice() {
+    // Room for a large item read once would hold several small ones read as often: an
+    // eviction keeps an item read once only up to a bit over its segment's mean item, one
+    // read twice whatever its size.
+    let (s, _) = store_with(|c| {
+        c.cache_size = 64 << 16;
+        c.segment_size = 1 << 16;
+        c.lanes = 1;
+    });
+    let (small, large) = ("v".repeat(100), "v".repeat(1_000));
+    let n = 300;
+    let key = |kind: &str, i: usize| format!("{kind}:{i:06}");
+    for i in 0..n {
+        put(&s, &key("small", i), &small, StoreOp::Set).unwrap();
+        put(&s, &key("once", i), &large, StoreOp::Set).unwrap();
+        put(&s, &key("twice", i), &large, StoreOp::Set).unwrap();
+    }
+    for i in 0..n {
+        assert!(s.get(key("small", i).as_bytes()).is_some());
+        assert!(s.get(key("once", i).as_bytes()).is_some());
+        for _ in 0..2 {
+            assert!(s.get(key("twice", i).as_bytes()).is_some());
+        }
+    }
+    for i in 0..100_000 {
+        put(&s, &key("stream", i), &small, StoreOp::Set).unwrap();
+    }
+    let kept = |kind: &str| {
+        (0..n)
+            .filter(|&i| s.get(key(kind, i).as_bytes()).is_some())
+            .count()
+    };
+    let (small_kept, once_kept, twice_kept) = (kept("small"), kept("once"), kept("twice"));
+    assert!(
+        small_kept > n * 9 / 10,
+        "{small_kept} of {n} small items kept"
+    );
+    assert!(
+        twice_kept > n * 9 / 10,
+        "{twice_kept} of {n} large items read twice kept"
+    );
+    assert_eq!(once_kept, 0, "large items read once kept");
+}
+
+#[test]
 fn a_key_evicted_unread_and_stored_again_soon_is_kept_as_if_it_was_read() {
     // S3-FIFO's ghost: a key the small queue dropped before anyone read it, stored again while
     // the ghost remembers it, starts as read, so that a stream of items written once passes
