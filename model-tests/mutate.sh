@@ -153,6 +153,26 @@ add counts-reset-relaxed core/src/sync/counts.rs store \
     'fetch_max(self.sum(i), Ordering::Release)' \
     'fetch_max(self.sum(i), Ordering::Relaxed)' \
     "reset baseline Release to Relaxed: a read that sees the baseline can sum cells older than it and wrap below zero"
+add tally-sub-relaxed core/src/sync/tally.rs store \
+    $'wrapping_sub(1),\n                Ordering::Release,' \
+    $'wrapping_sub(1),\n                Ordering::Relaxed,' \
+    "a hold let go with a Relaxed store, not Release: the segment's reuse need not follow the holder's reads"
+add tally-shared-sub-relaxed core/src/sync/tally.rs store \
+    'self.shared(i).fetch_sub(1, Ordering::Release);' \
+    'self.shared(i).fetch_sub(1, Ordering::Relaxed);' \
+    "a hold of a thread without a row let go Relaxed, not Release: as tally-sub-relaxed"
+add tally-sum-relaxed core/src/sync/tally.rs store \
+    'self.cells[row * self.width + i].load(Ordering::Acquire)' \
+    'self.cells[row * self.width + i].load(Ordering::Relaxed)' \
+    "hold cells summed Relaxed, not Acquire: a segment reused need not follow the reads of the holds it saw let go"
+add tally-skip-shared-row core/src/sync/tally.rs store \
+    $'        } else {\n            self.owned + 1\n        };' \
+    $'        } else {\n            self.owned\n        };' \
+    "the holds' sum leaves out the shared row: a hold of a thread without a row of its own does not keep its segment"
+add seg-holds-before-grace core/src/store/seg/segments.rs store \
+    $'            let graced =\n                self.grace[seg].load(Ordering::Acquire) || mutant::active(Mutant::ReuseSkipsGrace);\n            let reusable =\n                graced && (self.holds.is_zero(seg) || mutant::active(Mutant::ReuseSkipsHolds));' \
+    $'            let unheld = self.holds.is_zero(seg);\n            let reusable = unheld && self.grace[seg].load(Ordering::Acquire);' \
+    "holds read before the grace flag: a hold taken after the read, by a reader pinned before the grace period ended, is missed"
 add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
     'let held = h.caches > 0 ||' 'let held = true ||' \
     "a new cache of a name takes the slot of dropped ones: their L1 copies outlive them"

@@ -1,7 +1,8 @@
 //! loom models of the segment store (`mcb_core::store`), each run on the real code (`check`)
 //! and on a deliberately broken variant it must reject (`caught`): a slot published before its
 //! item's bytes, a segment reused under a pinned reader, an eviction racing a get and a set of
-//! the same key, a counted hold racing the reuse of its segment, and a reader racing a slot's
+//! the same key, a counted hold racing the reuse of its segment (also one let go on another
+//! thread than the one that took it), and a reader racing a slot's
 //! move to its other index bucket (on the index alone: `store::index_model`); and the store's
 //! statistics (`sync::Counts`, which the store counts with): a count of a thread that exited
 //! is kept when another takes its slot, and a reset is never undone.
@@ -172,6 +173,61 @@ fn store_counted_hold_blocks_reuse_catches_reuse_ignoring_holds() {
         Mutant::ReuseSkipsHolds,
         "a held item's segment reused",
         hold_blocks_reuse,
+    );
+}
+
+/// A hold taken on one thread and let go on another (a host may release an item on another
+/// thread than the one that got it), racing the reuse of its segment: `k` is held by a helper
+/// thread, which hands its token to the main thread, which reads `k` and lets it go; a writer
+/// evicts `k`'s segment meanwhile (maybe before the helper finds it) and tries to reuse it.
+/// The writer first counts a miss, which
+/// takes the model's last slot number in some executions, so that the helper's hold counts in
+/// the shared row of `Tally` there (and in a row of its own in the others).
+fn hold_let_go_elsewhere() {
+    let store = full_store();
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (store, done) = (store.clone(), done.clone());
+        thread::spawn(move || {
+            assert!(store.get(b"x").is_none());
+            // Room may be short while `k`'s segment is held.
+            let _ = store
+                .item(b"6", b"zzzzzz", 0, 0)
+                .and_then(|item| store.store(&item, StoreOp::Set));
+            // Release: pairs with the main thread's Acquire load.
+            done.store(true, Ordering::Release);
+        })
+    };
+    // The writer may have evicted `k` (unread) before the helper looks.
+    let token = {
+        let store = store.clone();
+        thread::spawn(move || store.get(b"k").map(|item| store.into_token(item)))
+            .join()
+            .expect("helper")
+    };
+    // Acquire: as in `hold_blocks_reuse`.
+    let _ = done.load(Ordering::Acquire);
+    if let Some(token) = token {
+        store.with_token(token, |item| {
+            assert_eq!(item.value(), b"aaaaaa", "a held item's segment reused");
+        });
+        store.release_token(token);
+    }
+    writer.join().expect("writer");
+}
+
+#[test]
+fn store_hold_let_go_on_another_thread_blocks_reuse() {
+    check(hold_let_go_elsewhere);
+}
+
+#[test]
+fn store_hold_let_go_on_another_thread_blocks_reuse_catches_a_sum_without_the_shared_row() {
+    more_branches();
+    caught(
+        Mutant::TallySkipsSharedRow,
+        "a held item's segment reused",
+        hold_let_go_elsewhere,
     );
 }
 

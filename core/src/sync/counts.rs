@@ -16,6 +16,7 @@ use super::mutant::{self, Mutant};
 #[cfg(not(mcb_loom))]
 use super::std as build;
 use crossbeam_utils::CachePadded;
+use std::cell::Cell;
 
 /// `N` counters (see the module docs).
 #[derive(Debug)]
@@ -35,13 +36,11 @@ impl<const N: usize> Default for Counts<N> {
 }
 
 impl<const N: usize> Counts<N> {
-    /// All zero; slots for twice the CPUs (threads usually outnumber CPUs), at least 8, as
-    /// many as there are claims at most.
+    /// All zero, with a slot for each of `slot_count()` numbers.
     pub fn new() -> Self {
         let zeros = || CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)));
-        let slots = (build::cpu_count() * 2).max(8).min(build::claims().len());
         Self {
-            slots: (0..slots).map(|_| zeros()).collect(),
+            slots: (0..slot_count()).map(|_| zeros()).collect(),
             shared: zeros(),
             base: std::array::from_fn(|_| AtomicU64::new(0)),
         }
@@ -104,6 +103,12 @@ impl<const N: usize> Counts<N> {
     }
 }
 
+/// How many slot numbers a structure gives rows of its own: twice the CPUs (threads usually
+/// outnumber CPUs), at least 8, as many as there are claims at most.
+pub(super) fn slot_count() -> usize {
+    (build::cpu_count() * 2).max(8).min(build::claims().len())
+}
+
 /// A thread's claim of a slot number (see the module docs), held in a thread-local and given
 /// back when the thread exits.
 #[derive(Debug)]
@@ -135,6 +140,8 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
+        // The thread's later counts (other thread-locals' destructors) go to the shared slot.
+        let _ = SLOT.try_with(|cell| cell.set(NO_SLOT));
         if let Some(n) = self.slot {
             let order = mutant::ordering(
                 Mutant::ClaimReleasedRelaxed,
@@ -150,17 +157,38 @@ impl Drop for Claim {
 #[cfg(not(mcb_loom))]
 thread_local! {
     static CLAIM: Claim = Claim::take();
+    static SLOT: Cell<usize> = const { Cell::new(UNCLAIMED) };
 }
 #[cfg(mcb_loom)]
 loom::thread_local! {
     static CLAIM: Claim = Claim::take();
+    static SLOT: Cell<usize> = Cell::new(UNCLAIMED);
 }
 
+/// `SLOT` before the thread's first call of [`claimed`].
+const UNCLAIMED: usize = usize::MAX;
+/// `SLOT` of a thread that found no free number, or gave its number back.
+const NO_SLOT: usize = usize::MAX - 1;
+
 /// The calling thread's slot number (claimed on the first call, given back when the thread
-/// exits), or `None` if every number is held or the thread is exiting.
+/// exits), or `None` if every number is held or the thread is exiting. The number is read
+/// from `SLOT`, a thread-local without a destructor (one load, where `CLAIM`'s access checks
+/// its state), which the claim clears before it gives the number back.
 #[inline]
-fn claimed() -> Option<usize> {
-    CLAIM.try_with(Claim::slot).ok().flatten()
+pub(super) fn claimed() -> Option<usize> {
+    match SLOT.try_with(Cell::get).unwrap_or(NO_SLOT) {
+        UNCLAIMED => claim(),
+        NO_SLOT => None,
+        slot => Some(slot),
+    }
+}
+
+/// The first call of [`claimed`] on a thread: takes its number and notes it in `SLOT`.
+#[cold]
+fn claim() -> Option<usize> {
+    let slot = CLAIM.try_with(Claim::slot).ok().flatten();
+    let _ = SLOT.try_with(|cell| cell.set(slot.unwrap_or(NO_SLOT)));
+    slot
 }
 
 #[cfg(all(test, not(mcb_loom)))]

@@ -8,7 +8,8 @@
 //! thread-local of `counts.rs`, declared by the build's macro: a build file that declared it
 //! would import `counts` back). What both builds share is written once, over whichever is
 //! built: `atomic` (the build's atomics and the handshake token), `lock` (Mutex and Condvar),
-//! `striped`, `read_mostly` and `counts`.
+//! `striped`, `read_mostly`, `counts` and `tally` (which takes its rows from `counts`' slot
+//! numbers).
 //!
 //! Mutexes here do not poison: a panic in one caller must not wedge every tenant afterwards.
 //! A test (core/tests/sync_shim_only.rs) and a clippy `disallowed-methods` rule (core/clippy.toml)
@@ -42,6 +43,7 @@ mod counts;
 mod lock;
 mod read_mostly;
 mod striped;
+mod tally;
 
 pub(crate) use build::epoch;
 pub(crate) use build::Watched;
@@ -54,6 +56,7 @@ pub(crate) use counts::Counts;
 pub use lock::{Condvar, Mutex, MutexGuard};
 pub use read_mostly::ReadMostly;
 pub(crate) use striped::Striped;
+pub(crate) use tally::Tally;
 
 /// std's `Arc` in every build, for immutable payloads (cached values and keys) whose reference
 /// count is part of no protocol a model checks: loom's `Arc` would make every value clone a

@@ -94,6 +94,9 @@ pub enum Mutant {
     ReuseSkipsGrace,
     /// A retired segment is reused while counted holds remain on it.
     ReuseSkipsHolds,
+    /// `Tally::is_zero` sums the rows of threads with a slot number and leaves out the shared
+    /// row: a hold taken by a thread without one does not count.
+    TallySkipsSharedRow,
     /// An eviction unlinks whatever its item's key holds, not the slot naming the evicted
     /// location.
     EvictionUnlinksByKey,

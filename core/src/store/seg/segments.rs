@@ -4,8 +4,8 @@
 //! appends items to it), to sealed (full: in an eviction queue, the small one for new items,
 //! the main one for those an eviction kept), to evicting (its live items
 //! being unlinked or moved on), to retired (nothing links into it; a grace period runs), and
-//! back to free once its grace period ended and no counted hold (an item a foreign host holds)
-//! is left on it. Segments go wherever writes go: no lane or shard owns a share.
+//! back to free once its grace period ended and no counted hold (an item a host holds past
+//! its get's pin; counted in per-thread rows, `sync::Tally`) is left on it. Segments go wherever writes go: no lane or shard owns a share.
 //!
 //! One word per segment counts its live items (linked in the index) and its writers
 //! (allocations not yet released: they may still be linked into it) beside its state, so
@@ -22,7 +22,7 @@ use super::memory::Words;
 use super::reclaim;
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::mutant::{self, Mutant};
-use crate::sync::{Mutex, PayloadArc, Striped};
+use crate::sync::{Mutex, PayloadArc, Striped, Tally};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::fmt;
@@ -192,9 +192,9 @@ pub(crate) struct Segments {
     capacity: usize,
     memory: Words<AtomicU32>,
     meta: Box<[CachePadded<Meta>]>,
-    /// Counted holds per segment (written by readers that hand items to a foreign host, so
-    /// apart from what other readers read).
-    holds: Box<[CachePadded<AtomicU32>]>,
+    /// Counted holds per segment (taken by readers that hand items to a host), a row per
+    /// thread: a hold writes only its thread's line.
+    holds: Tally,
     /// Per segment and large object: the CAS its items' 4-byte CAS words count from (written
     /// when it opens, read by readers that want a CAS: a line apart from the writers' words).
     cas_base: Box<[AtomicU64]>,
@@ -240,9 +240,7 @@ impl Segments {
             meta: (0..all)
                 .map(|_| CachePadded::new(Meta::default()))
                 .collect(),
-            holds: (0..count)
-                .map(|_| CachePadded::new(AtomicU32::new(0)))
-                .collect(),
+            holds: Tally::new(count),
             cas_base: (0..all).map(|_| AtomicU64::new(0)).collect(),
             grace: (0..count).map(|_| AtomicBool::new(false)).collect(),
             large: (0..max_large).map(|_| Mutex::new(None)).collect(),
@@ -388,19 +386,19 @@ impl Segments {
         }
     }
 
-    /// Takes a counted hold on `seg` for a reader (pinned, so that the segment cannot be
-    /// reused before the hold counts).
+    /// Takes a counted hold on `seg` for a reader: one that is pinned, or holds its item's
+    /// lock while the item is linked, so that the hold counts before the segment's grace
+    /// period ends (the epoch, or the lock and the eviction's unlink, order it before the
+    /// reuser's check), as `Tally` needs.
     pub(crate) fn hold(&self, seg: u32) {
-        // Relaxed: the reader is pinned; the grace period that must end before reuse starts
-        // after this (the epoch orders it before the reuser's check).
-        self.holds[seg as usize].fetch_add(1, Ordering::Relaxed);
+        self.holds.add(seg as usize);
     }
 
-    /// Lets a counted hold on `seg` go.
+    /// Lets a counted hold on `seg` go (on any thread): the holder's reads of the segment
+    /// happen before its reuse.
+    #[inline]
     pub(crate) fn unhold(&self, seg: u32) {
-        // Release: the holder's reads of the segment happen before its reuse (whose check
-        // loads the count with Acquire).
-        self.holds[seg as usize].fetch_sub(1, Ordering::Release);
+        self.holds.sub(seg as usize);
     }
 
     /// A retired segment or large object: a segment waits for its grace period and holds; a
@@ -570,13 +568,14 @@ impl Segments {
         let mut i = 0;
         while i < pool.pending.len() {
             let seg = pool.pending[i] as usize;
-            // Acquire (both): pair with the grace period's Release end and the holders'
-            // Release let-go: every read of the segment happened before its reuse.
+            // Acquire: pairs with the grace period's Release end: every read of the segment
+            // and every hold on it happened before; then the holds (`Tally::is_zero`'s
+            // Acquire pairs with their let-go).
             let graced =
                 self.grace[seg].load(Ordering::Acquire) || mutant::active(Mutant::ReuseSkipsGrace);
-            let unheld = self.holds[seg].load(Ordering::Acquire) == 0
-                || mutant::active(Mutant::ReuseSkipsHolds);
-            if graced && unheld {
+            let reusable =
+                graced && (self.holds.is_zero(seg) || mutant::active(Mutant::ReuseSkipsHolds));
+            if reusable {
                 pool.pending.swap_remove(i);
                 pool.free.push(seg as u32);
             } else {
