@@ -21,6 +21,12 @@ use mcb_core::sync::mutant::Mutant;
 use mcb_core::sync::{thread, Arc, Counts};
 use mcb_model_tests::{caught, check as check_one};
 
+/// How loom rejects a broken variant that lets a reader's read of an item's bytes and a
+/// write of them (the item's own, or a reuse's) happen in no order: the segment's bytes record
+/// their accesses in the loom build (`seg/memory.rs`), and loom reports the race itself,
+/// before the model's check of the value read can fail.
+const BYTES_RACE: &str = "Causality violation: Concurrent read and write accesses";
+
 /// Runs a model on the real code with room for the store's many steps.
 fn check<F: Fn() + Sync + Send + 'static>(model: F) {
     more_branches();
@@ -74,11 +80,7 @@ fn store_publishes_a_slot_after_its_item() {
 #[test]
 fn store_publishes_a_slot_after_its_item_catches_a_relaxed_slot_store() {
     more_branches();
-    caught(
-        Mutant::SlotPublishedRelaxed,
-        "an item read before its bytes",
-        slot_after_bytes,
-    );
+    caught(Mutant::SlotPublishedRelaxed, BYTES_RACE, slot_after_bytes);
 }
 
 /// Two segments (one index bucket): `k` and two more keys in the first, three in the second,
@@ -124,11 +126,7 @@ fn store_reuses_a_segment_after_its_grace_period() {
 #[test]
 fn store_reuses_a_segment_after_its_grace_period_catches_reuse_without_grace() {
     more_branches();
-    caught(
-        Mutant::ReuseSkipsGrace,
-        "a segment reused under a reader",
-        reuse_after_grace,
-    );
+    caught(Mutant::ReuseSkipsGrace, BYTES_RACE, reuse_after_grace);
 }
 
 /// A reader holds `k` by a counted hold (as a foreign host does) and reads it after it
@@ -169,11 +167,7 @@ fn store_counted_hold_blocks_reuse() {
 #[test]
 fn store_counted_hold_blocks_reuse_catches_reuse_ignoring_holds() {
     more_branches();
-    caught(
-        Mutant::ReuseSkipsHolds,
-        "a held item's segment reused",
-        hold_blocks_reuse,
-    );
+    caught(Mutant::ReuseSkipsHolds, BYTES_RACE, hold_blocks_reuse);
 }
 
 /// A hold taken on one thread and let go on another (a host may release an item on another
@@ -226,8 +220,53 @@ fn store_hold_let_go_on_another_thread_blocks_reuse_catches_a_sum_without_the_sh
     more_branches();
     caught(
         Mutant::TallySkipsSharedRow,
-        "a held item's segment reused",
+        BYTES_RACE,
         hold_let_go_elsewhere,
+    );
+}
+
+/// The other way round: the main thread holds `k` and hands its token to a helper thread,
+/// which reads `k` and lets it go while a writer evicts `k`'s segment and tries to reuse it.
+/// The writer counts a miss first, so that in some executions the helper has no slot number
+/// and lets the hold go in the shared row.
+fn hold_let_go_by_another_thread() {
+    let store = full_store();
+    let token = store.into_token(store.get(b"k").expect("k is stored"));
+    let writer = {
+        let store = store.clone();
+        thread::spawn(move || {
+            assert!(store.get(b"x").is_none());
+            // Room may be short while `k`'s segment is held.
+            let _ = store
+                .item(b"6", b"zzzzzz", 0, 0)
+                .and_then(|item| store.store(&item, StoreOp::Set));
+        })
+    };
+    let helper = {
+        let store = store.clone();
+        thread::spawn(move || {
+            store.with_token(token, |item| {
+                assert_eq!(item.value(), b"aaaaaa", "a held item's segment reused");
+            });
+            store.release_token(token);
+        })
+    };
+    helper.join().expect("helper");
+    writer.join().expect("writer");
+}
+
+#[test]
+fn store_hold_taken_here_and_let_go_by_another_thread_blocks_reuse() {
+    check(hold_let_go_by_another_thread);
+}
+
+#[test]
+fn store_hold_taken_here_and_let_go_by_another_thread_blocks_reuse_catches_reuse_ignoring_holds() {
+    more_branches();
+    caught(
+        Mutant::ReuseSkipsHolds,
+        BYTES_RACE,
+        hold_let_go_by_another_thread,
     );
 }
 

@@ -124,6 +124,34 @@ impl<T> Watched<T> {
     }
 }
 
+/// A record of the accesses to memory that the code reads and writes through atomics (the
+/// segment store's bytes), so that loom checks their causality as it would plain accesses': a
+/// write with no happens-before from an earlier read or write of the same place is reported.
+/// It adds no synchronisation (the loom build's only; the std build has nothing to record).
+#[derive(Debug)]
+pub struct AccessLog(loom::cell::UnsafeCell<()>);
+
+// SAFETY: the cell holds `()`: nothing is read or written through it, only its accesses are
+// recorded, in loom's runtime, which every model thread shares.
+#[allow(unsafe_code)]
+unsafe impl Sync for AccessLog {}
+
+impl AccessLog {
+    pub fn new() -> Self {
+        Self(loom::cell::UnsafeCell::new(()))
+    }
+
+    /// Records a read now.
+    pub fn read(&self) {
+        self.0.with(|_| ());
+    }
+
+    /// Records a write now.
+    pub fn write(&self) {
+        self.0.with_mut(|_| ());
+    }
+}
+
 /// How many CPUs to size per-CPU structures for: 1 (two stripes, so the models' third thread
 /// shares a stripe with another), or `MCB_LOOM_CPUS` (CI's deeper run uses 2: four stripes,
 /// one per thread, where other interleavings lie).

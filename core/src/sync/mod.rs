@@ -46,6 +46,8 @@ mod striped;
 mod tally;
 
 pub(crate) use build::epoch;
+#[cfg(mcb_loom)]
+pub(crate) use build::AccessLog;
 pub(crate) use build::Watched;
 pub use build::{cpu_count, thread, time, Arc, UnsafeCell};
 #[cfg(mcb_loom)]

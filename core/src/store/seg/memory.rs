@@ -4,7 +4,10 @@
 //! pages become resident as they are first written, so the resident set grows with what the
 //! store uses, never past the mapping) and handed back with the mapping's drop. Under
 //! `--cfg mcb_loom` it is a boxed slice of loom's atomics instead, so that the models see every
-//! access.
+//! access, with a `sync::AccessLog` per word on which the byte-run copies record their reads
+//! and writes: the bytes are the host's plain memory in the std build, so a reuse that does
+//! not happen after every read of the bytes it overwrites is a race, and loom reports it
+//! although the words are atomic.
 //!
 //! Every access from Rust is atomic: a word is read and written through an `AtomicU32` or
 //! `AtomicU64` made over the mapping, and byte runs are copied word by word. So no Rust access
@@ -55,6 +58,9 @@ pub(crate) struct Words<W: Word> {
     map: Mapping,
     #[cfg(mcb_loom)]
     words: Box<[W]>,
+    /// Per word: the byte-run copies' accesses (see the module docs).
+    #[cfg(mcb_loom)]
+    log: Box<[crate::sync::AccessLog]>,
     len: usize,
     #[cfg(not(mcb_loom))]
     _word: std::marker::PhantomData<W>,
@@ -82,6 +88,7 @@ impl<W: Word> Words<W> {
         {
             Some(Self {
                 words: (0..len).map(|_| W::zero()).collect(),
+                log: (0..len).map(|_| crate::sync::AccessLog::new()).collect(),
                 len,
             })
         }
@@ -142,6 +149,18 @@ impl<W: Word> Words<W> {
         let _ = (from, to);
     }
 
+    /// Records a byte-run read (`write` false) or write of words `from..to` (loom build).
+    #[cfg(mcb_loom)]
+    fn log(&self, from: usize, to: usize, write: bool) {
+        for entry in &self.log[from..to] {
+            if write {
+                entry.write();
+            } else {
+                entry.read();
+            }
+        }
+    }
+
     /// A pointer to byte `offset` (at most the region's size), for the host: creating it is
     /// safe; what is written or read through it is the C boundary's contract (module docs).
     #[cfg(not(mcb_loom))]
@@ -161,6 +180,8 @@ impl Words<AtomicU32> {
         }
         let skip = offset % 4;
         let words = self.span(offset / 4, (offset + out.len()).div_ceil(4));
+        #[cfg(mcb_loom)]
+        self.log(offset / 4, (offset + out.len()).div_ceil(4), false);
         // Relaxed (every load here): a published item's bytes were written before its slot's
         // Release store, which the reader's Acquire load of the slot ordered before this.
         let load = |word: &AtomicU32| word.load(Ordering::Relaxed).to_le_bytes();
@@ -188,6 +209,8 @@ impl Words<AtomicU32> {
     pub(crate) fn eq_bytes(&self, offset: usize, bytes: &[u8]) -> bool {
         debug_assert!(offset % 4 == 0);
         let words = self.span(offset / 4, (offset + bytes.len()).div_ceil(4));
+        #[cfg(mcb_loom)]
+        self.log(offset / 4, (offset + bytes.len()).div_ceil(4), false);
         let mut chunks = bytes.chunks_exact(4);
         for (chunk, word) in chunks.by_ref().zip(words) {
             let want = u32::from_le_bytes(chunk.try_into().expect("chunks of 4"));
@@ -217,6 +240,8 @@ impl Words<AtomicU32> {
         }
         let skip = offset % 4;
         let words = self.span(offset / 4, (offset + bytes.len()).div_ceil(4));
+        #[cfg(mcb_loom)]
+        self.log(offset / 4, (offset + bytes.len()).div_ceil(4), true);
         // Relaxed (every access here): the caller's own run, published later by the slot's
         // Release store.
         let merge = |word: &AtomicU32, skip: usize, part: &[u8]| {
