@@ -129,33 +129,52 @@ fn store_reuses_a_segment_after_its_grace_period_catches_reuse_without_grace() {
     caught(Mutant::ReuseSkipsGrace, BYTES_RACE, reuse_after_grace);
 }
 
-/// A reader holds `k` by a counted hold (as a foreign host does) and reads it after it
-/// unpinned, while a writer's store evicts `k`'s segment and tries to reuse it: the hold keeps
-/// the segment from reuse until it is let go (the writer may then give up). The reader looks
-/// at a flag the writer raises when done before it reads, so that loom tries the writer first
-/// (its reduction otherwise misses that order: the writer's own reads of the segment come
-/// between the reader's reads and the writer's writes).
-fn hold_blocks_reuse() {
-    let store = full_store();
-    let token = store.into_token(store.get(b"k").expect("k is stored"));
+/// Spawns a writer whose store of `6` evicts `k`'s segment (in `full_store`) and tries to
+/// reuse it (room may be short while `k`'s segment is held), first counting a miss if
+/// `miss_first` (which takes a slot number before the model's other threads can, in some
+/// executions), and raising the flag it returns when done.
+fn evicting_writer(
+    store: &Arc<Store>,
+    miss_first: bool,
+) -> (thread::JoinHandle<()>, Arc<AtomicBool>) {
     let done = Arc::new(AtomicBool::new(false));
     let writer = {
         let (store, done) = (store.clone(), done.clone());
         thread::spawn(move || {
-            // Room may be short while the reader holds `k`'s segment.
+            if miss_first {
+                assert!(store.get(b"x").is_none());
+            }
             let _ = store
                 .item(b"6", b"zzzzzz", 0, 0)
                 .and_then(|item| store.store(&item, StoreOp::Set));
-            // Release: pairs with the reader's Acquire load.
+            // Release: pairs with `read_and_let_go`'s Acquire load.
             done.store(true, Ordering::Release);
         })
     };
-    // Acquire: see above (whatever it reads, the hold must keep the bytes).
+    (writer, done)
+}
+
+/// Reads the held `k` and lets it go, after a look at the writer's `done` flag, so that loom
+/// tries the writer first (its reduction otherwise misses that order: the writer's own reads
+/// of the segment come between the reader's reads and the writer's writes). Whatever the look
+/// reads, the hold must keep the bytes.
+fn read_and_let_go(store: &Store, token: u64, done: &AtomicBool) {
+    // Acquire: see above.
     let _ = done.load(Ordering::Acquire);
     store.with_token(token, |item| {
         assert_eq!(item.value(), b"aaaaaa", "a held item's segment reused");
     });
     store.release_token(token);
+}
+
+/// A reader holds `k` by a counted hold (as a foreign host does) and reads it after it
+/// unpinned, while a writer's store evicts `k`'s segment and tries to reuse it: the hold keeps
+/// the segment from reuse until it is let go (the writer may then give up).
+fn hold_blocks_reuse() {
+    let store = full_store();
+    let token = store.into_token(store.get(b"k").expect("k is stored"));
+    let (writer, done) = evicting_writer(&store, false);
+    read_and_let_go(&store, token, &done);
     writer.join().expect("writer");
 }
 
@@ -172,26 +191,13 @@ fn store_counted_hold_blocks_reuse_catches_reuse_ignoring_holds() {
 
 /// A hold taken on one thread and let go on another (a host may release an item on another
 /// thread than the one that got it), racing the reuse of its segment: `k` is held by a helper
-/// thread, which hands its token to the main thread, which reads `k` and lets it go; a writer
-/// evicts `k`'s segment meanwhile (maybe before the helper finds it) and tries to reuse it.
-/// The writer first counts a miss, which
-/// takes the model's last slot number in some executions, so that the helper's hold counts in
-/// the shared row of `Tally` there (and in a row of its own in the others).
+/// thread, which hands its token to the main thread, which reads `k` and lets it go; the
+/// writer evicts `k`'s segment meanwhile (maybe before the helper finds it). The writer
+/// counts a miss first, so that in some executions the helper's hold counts in the shared row
+/// of `Tally` (and in a row of its own in the others).
 fn hold_let_go_elsewhere() {
     let store = full_store();
-    let done = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (store, done) = (store.clone(), done.clone());
-        thread::spawn(move || {
-            assert!(store.get(b"x").is_none());
-            // Room may be short while `k`'s segment is held.
-            let _ = store
-                .item(b"6", b"zzzzzz", 0, 0)
-                .and_then(|item| store.store(&item, StoreOp::Set));
-            // Release: pairs with the main thread's Acquire load.
-            done.store(true, Ordering::Release);
-        })
-    };
+    let (writer, done) = evicting_writer(&store, true);
     // The writer may have evicted `k` (unread) before the helper looks.
     let token = {
         let store = store.clone();
@@ -199,13 +205,8 @@ fn hold_let_go_elsewhere() {
             .join()
             .expect("helper")
     };
-    // Acquire: as in `hold_blocks_reuse`.
-    let _ = done.load(Ordering::Acquire);
     if let Some(token) = token {
-        store.with_token(token, |item| {
-            assert_eq!(item.value(), b"aaaaaa", "a held item's segment reused");
-        });
-        store.release_token(token);
+        read_and_let_go(&store, token, &done);
     }
     writer.join().expect("writer");
 }
@@ -226,30 +227,16 @@ fn store_hold_let_go_on_another_thread_blocks_reuse_catches_a_sum_without_the_sh
 }
 
 /// The other way round: the main thread holds `k` and hands its token to a helper thread,
-/// which reads `k` and lets it go while a writer evicts `k`'s segment and tries to reuse it.
-/// The writer counts a miss first, so that in some executions the helper has no slot number
-/// and lets the hold go in the shared row.
+/// which reads `k` and lets it go while the writer evicts `k`'s segment. The writer counts a
+/// miss first, so that in some executions the helper has no slot number and lets the hold go
+/// in the shared row.
 fn hold_let_go_by_another_thread() {
     let store = full_store();
     let token = store.into_token(store.get(b"k").expect("k is stored"));
-    let writer = {
-        let store = store.clone();
-        thread::spawn(move || {
-            assert!(store.get(b"x").is_none());
-            // Room may be short while `k`'s segment is held.
-            let _ = store
-                .item(b"6", b"zzzzzz", 0, 0)
-                .and_then(|item| store.store(&item, StoreOp::Set));
-        })
-    };
+    let (writer, done) = evicting_writer(&store, true);
     let helper = {
         let store = store.clone();
-        thread::spawn(move || {
-            store.with_token(token, |item| {
-                assert_eq!(item.value(), b"aaaaaa", "a held item's segment reused");
-            });
-            store.release_token(token);
-        })
+        thread::spawn(move || read_and_let_go(&store, token, &done))
     };
     helper.join().expect("helper");
     writer.join().expect("writer");
