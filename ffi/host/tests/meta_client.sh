@@ -27,11 +27,16 @@ trap cleanup EXIT
 
 for threads in 4 1; do
     echo "== meta-memcache against mcb-memcached -t $threads"
-    "target/$profile/mcb-memcached" -p 0 -t "$threads" >"$work/out" &
+    # A file per run, made before the server starts: the background child opens its output
+    # only once it runs, so a shared file could still show the previous run's (dead) port to
+    # the loop below.
+    out="$work/out.$threads"
+    : >"$out"
+    "target/$profile/mcb-memcached" -p 0 -t "$threads" >"$out" &
     pid=$!
     port=
     for _ in $(seq 100); do
-        port=$(sed -n 's/^mcb-memcached listening on .*:\([0-9]*\)$/\1/p' "$work/out")
+        port=$(sed -n 's/^mcb-memcached listening on .*:\([0-9]*\)$/\1/p' "$out")
         [ -n "$port" ] && break
         sleep 0.05
     done
