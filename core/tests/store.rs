@@ -14,6 +14,17 @@ fn store_with(edit: impl FnOnce(&mut Config)) -> (Store, ManualClock) {
     )
 }
 
+/// 64 segments of 64 KiB written through one lane: small enough that a test's stream of
+/// items evicts, large enough for the ghost and the eviction's keep lane.
+fn evicting_store() -> Store {
+    store_with(|c| {
+        c.cache_size = 64 << 16;
+        c.segment_size = 1 << 16;
+        c.lanes = 1;
+    })
+    .0
+}
+
 fn store() -> (Store, ManualClock) {
     store_with(|_| ())
 }
@@ -354,11 +365,7 @@ fn a_stream_of_items_written_once_passes_through_without_evicting_items_read_sin
     // S3-FIFO by segments: what an eviction kept (read since written) waits in the main
     // queue, while the new items' small queue gives the victims. A FIFO, with or without a
     // second chance, lets a stream of three caches' worth push the read items out.
-    let (s, _) = store_with(|c| {
-        c.cache_size = 64 << 16;
-        c.segment_size = 1 << 16;
-        c.lanes = 1;
-    });
+    let s = evicting_store();
     let value = "v".repeat(100);
     let read = 8_000;
     for i in 0..read {
@@ -381,11 +388,7 @@ fn an_eviction_keeps_a_large_item_only_if_it_was_read_twice() {
     // Room for a large item read once would hold several small ones read as often: an
     // eviction keeps an item read once only up to a bit over its segment's mean item, one
     // read twice whatever its size.
-    let (s, _) = store_with(|c| {
-        c.cache_size = 64 << 16;
-        c.segment_size = 1 << 16;
-        c.lanes = 1;
-    });
+    let s = evicting_store();
     let (small, large) = ("v".repeat(100), "v".repeat(1_000));
     let n = 300;
     let key = |kind: &str, i: usize| format!("{kind}:{i:06}");
@@ -427,11 +430,7 @@ fn a_key_evicted_unread_and_stored_again_soon_is_kept_as_if_it_was_read() {
     // the ghost remembers it, starts as read, so that a stream of items written once passes
     // it by as it passes the items read since written. A key stored for the first time at the
     // same moment is not kept.
-    let (s, _) = store_with(|c| {
-        c.cache_size = 64 << 16;
-        c.segment_size = 1 << 16;
-        c.lanes = 1;
-    });
+    let s = evicting_store();
     let value = "v".repeat(100);
     let n = 2_000;
     let back = |i: usize| format!("back:{i:06}");

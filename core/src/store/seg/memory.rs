@@ -149,18 +149,6 @@ impl<W: Word> Words<W> {
         let _ = (from, to);
     }
 
-    /// Records a byte-run read (`write` false) or write of words `from..to` (loom build).
-    #[cfg(mcb_loom)]
-    fn log(&self, from: usize, to: usize, write: bool) {
-        for entry in &self.log[from..to] {
-            if write {
-                entry.write();
-            } else {
-                entry.read();
-            }
-        }
-    }
-
     /// A pointer to byte `offset` (at most the region's size), for the host: creating it is
     /// safe; what is written or read through it is the C boundary's contract (module docs).
     #[cfg(not(mcb_loom))]
@@ -171,6 +159,24 @@ impl<W: Word> Words<W> {
 }
 
 impl Words<AtomicU32> {
+    /// The words that bytes `offset..offset + len` lie in, for a byte-run copy that reads
+    /// them (`write` false) or writes them; the loom build records the access (module docs).
+    #[inline]
+    fn run(&self, offset: usize, len: usize, write: bool) -> &[AtomicU32] {
+        let (from, to) = (offset / 4, (offset + len).div_ceil(4));
+        #[cfg(mcb_loom)]
+        for entry in &self.log[from..to] {
+            if write {
+                entry.write();
+            } else {
+                entry.read();
+            }
+        }
+        #[cfg(not(mcb_loom))]
+        let _ = write;
+        self.span(from, to)
+    }
+
     /// Copies `out.len()` bytes starting at byte `offset` into `out`: a partial first word,
     /// whole words, a partial last word.
     #[inline]
@@ -179,9 +185,7 @@ impl Words<AtomicU32> {
             return;
         }
         let skip = offset % 4;
-        let words = self.span(offset / 4, (offset + out.len()).div_ceil(4));
-        #[cfg(mcb_loom)]
-        self.log(offset / 4, (offset + out.len()).div_ceil(4), false);
+        let words = self.run(offset, out.len(), false);
         // Relaxed (every load here): a published item's bytes were written before its slot's
         // Release store, which the reader's Acquire load of the slot ordered before this.
         let load = |word: &AtomicU32| word.load(Ordering::Relaxed).to_le_bytes();
@@ -208,9 +212,7 @@ impl Words<AtomicU32> {
     #[inline]
     pub(crate) fn eq_bytes(&self, offset: usize, bytes: &[u8]) -> bool {
         debug_assert!(offset % 4 == 0);
-        let words = self.span(offset / 4, (offset + bytes.len()).div_ceil(4));
-        #[cfg(mcb_loom)]
-        self.log(offset / 4, (offset + bytes.len()).div_ceil(4), false);
+        let words = self.run(offset, bytes.len(), false);
         let mut chunks = bytes.chunks_exact(4);
         for (chunk, word) in chunks.by_ref().zip(words) {
             let want = u32::from_le_bytes(chunk.try_into().expect("chunks of 4"));
@@ -239,9 +241,7 @@ impl Words<AtomicU32> {
             return;
         }
         let skip = offset % 4;
-        let words = self.span(offset / 4, (offset + bytes.len()).div_ceil(4));
-        #[cfg(mcb_loom)]
-        self.log(offset / 4, (offset + bytes.len()).div_ceil(4), true);
+        let words = self.run(offset, bytes.len(), true);
         // Relaxed (every access here): the caller's own run, published later by the slot's
         // Release store.
         let merge = |word: &AtomicU32, skip: usize, part: &[u8]| {

@@ -5,7 +5,8 @@
 //! the main one for those an eviction kept), to evicting (its live items
 //! being unlinked or moved on), to retired (nothing links into it; a grace period runs), and
 //! back to free once its grace period ended and no counted hold (an item a host holds past
-//! its get's pin; counted in per-thread rows, `sync::Tally`) is left on it. Segments go wherever writes go: no lane or shard owns a share.
+//! its get's pin; counted in per-thread rows, `sync::Tally`) is left on it. Segments go
+//! wherever writes go: no lane or shard owns a share.
 //!
 //! One word per segment counts its live items (linked in the index) and its writers
 //! (allocations not yet released: they may still be linked into it) beside its state, so
@@ -390,6 +391,7 @@ impl Segments {
     /// lock while the item is linked, so that the hold counts before the segment's grace
     /// period ends (the epoch, or the lock and the eviction's unlink, order it before the
     /// reuser's check), as `Tally` needs.
+    #[inline]
     pub(crate) fn hold(&self, seg: u32) {
         self.holds.add(seg as usize);
     }
@@ -705,9 +707,9 @@ impl Segments {
     /// the small queue; an eviction keeps what was read since written in the main queue.
     /// While the small queue holds more than a twentieth of the sealed segments its oldest
     /// goes first (an item written once and not read again leaves after a twentieth of the
-    /// cache's writes, not after all of them), else the main queue's oldest; the other queue when
-    /// the first has nothing evictable; and whether it is the small queue's. `None` if every
-    /// sealed segment has writers.
+    /// cache's writes, not after all of them), else the main queue's oldest; the other queue
+    /// when the first has nothing evictable; and whether it is the small queue's. `None` if
+    /// every sealed segment has writers.
     fn pick_victim(&self, pool: &mut Pool, now: u32) -> Option<(u32, bool)> {
         let small = pool.queue.len();
         let small_first = small * SMALL_SHARE > small + pool.main.len();
