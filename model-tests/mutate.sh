@@ -81,21 +81,29 @@ add l2-read-unpinned core/src/tiers/l2.rs tiers \
     $'        // SAFETY: none: the mutant reads without pinning.\n        let guard = unsafe { epoch::unprotected() };\n        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), guard, |n| {' \
     "L2 read without pinning the epoch: use after free"
 add hold-after-leave core/src/bucket/registry.rs bucket \
-    $'        handle.hold();\n        drop(self);\n        Hold { handle }' \
-    $'        drop(self);\n        handle.hold();\n        Hold { handle }' \
+    $'        handle.hold();\n        drop(self);\n        handle\n' \
+    $'        drop(self);\n        handle.hold();\n        handle\n' \
     "an item's hold counted after its lease left: the shutdown can start in between and miss it"
 add unhold-relaxed core/src/bucket/handle.rs bucket \
     'mutant::ordering(Mutant::UnholdRelaxed, Ordering::SeqCst, Ordering::Relaxed)' \
     'mutant::ordering(Mutant::UnholdRelaxed, Ordering::Release, Ordering::Relaxed)' \
-    "hold decrement SeqCst to Release: a last release that reads RUNNING can skip the wake-up of a worker that missed its decrement"
+    "give-back SeqCst to Release: a release that reads RUNNING can skip the wake-up of a worker whose sum missed it"
 add unhold-state-load-acquire core/src/bucket/handle.rs bucket \
-    $'does not wait.\n        let (state, _) = counted.then_load(&self.state, Ordering::SeqCst);' \
-    $'does not wait.\n        let (state, _) = counted.then_load(&self.state, Ordering::Acquire);' \
+    $'need not be woken.\n        let (state, _) = counted.then_load(&self.state, Ordering::SeqCst);' \
+    $'need not be woken.\n        let (state, _) = counted.then_load(&self.state, Ordering::Acquire);' \
     "last hold's state load SeqCst to Acquire: it can read RUNNING while the worker misses its decrement"
-add held-load-relaxed core/src/bucket/handle.rs bucket \
-    'self.holds.load(Ordering::Acquire) > 0' \
-    'self.holds.load(Ordering::Relaxed) > 0' \
-    "worker's hold count load Acquire to Relaxed: the destroy need not follow the held item's last call"
+add held-sum-relaxed core/src/sync/tally.rs bucket \
+    'self.cells[row * self.width + i].load(Ordering::Acquire)' \
+    'self.cells[row * self.width + i].load(Ordering::Relaxed)' \
+    "worker's sum of the hold rows Acquire to Relaxed: the destroy need not follow the held item's last call"
+add held-row-store-relaxed core/src/sync/tally.rs bucket \
+    'Ordered::store(cell, cell.load(Ordering::Relaxed).wrapping_sub(1), order)' \
+    'Ordered::store(cell, cell.load(Ordering::Relaxed).wrapping_sub(1), Ordering::Relaxed)' \
+    "a give-back's store to its own row Relaxed: neither Release for the destroy nor SeqCst for the wake-up handshake"
+add held-unhold-before-call core/src/bucket/held.rs bucket \
+    $'            let answer = call(handle.engine_unguarded());\n            handle.unhold();\n            answer' \
+    $'            handle.unhold();\n            let answer = call(handle.engine_unguarded());\n            answer' \
+    "a connection's held item given back before its release reaches the engine: the engine can be destroyed under the call"
 add unhold-no-wake core/src/bucket/handle.rs bucket \
     'if state != State::Running as u8 {' \
     'if false {' \
@@ -154,12 +162,12 @@ add counts-reset-relaxed core/src/sync/counts.rs store \
     'fetch_max(self.sum(i), Ordering::Relaxed)' \
     "reset baseline Release to Relaxed: a read that sees the baseline can sum cells older than it and wrap below zero"
 add tally-sub-relaxed core/src/sync/tally.rs store \
-    $'wrapping_sub(1),\n                Ordering::Release,' \
-    $'wrapping_sub(1),\n                Ordering::Relaxed,' \
+    'let _ = self.sub_then(i, Ordering::Release);' \
+    'let _ = self.sub_then(i, Ordering::Relaxed);' \
     "a hold let go with a Relaxed store, not Release: the segment's reuse need not follow the holder's reads"
 add tally-shared-sub-relaxed core/src/sync/tally.rs store \
-    'self.shared(i).fetch_sub(1, Ordering::Release);' \
-    'self.shared(i).fetch_sub(1, Ordering::Relaxed);' \
+    'Ordered::fetch_sub(self.shared(i), 1, order).1' \
+    'Ordered::fetch_sub(self.shared(i), 1, Ordering::Relaxed).1' \
     "a hold of a thread without a row let go Relaxed, not Release: as tally-sub-relaxed"
 add tally-sum-relaxed core/src/sync/tally.rs store \
     'self.cells[row * self.width + i].load(Ordering::Acquire)' \
@@ -210,7 +218,7 @@ deep() {
     MCB_MODELS_SKIP_BROKEN=1 MCB_LOOM_CPUS=2 LOOM_MAX_PREEMPTIONS=4 cargo loom --locked --test bucket -- --exact bucket_stops_exactly_once \
         bucket_client_never_sees_stopped bucket_connection_freed_once_after_every_user \
         bucket_create_publishes_initialised_engine bucket_delete_completes_with_a_hold_out \
-        bucket_unhold_races_delete >"$1" 2>&1
+        bucket_unhold_races_delete bucket_held_item_released_during_delete >"$1" 2>&1
 }
 
 std_tests() {

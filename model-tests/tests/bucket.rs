@@ -4,7 +4,7 @@
 #![cfg(mcb_loom)]
 
 use loom::thread;
-use mcb_core::bucket::{Config, Connection, CreateError, Fate, Lease, Registry, State};
+use mcb_core::bucket::{Config, Connection, CreateError, Fate, HeldItems, Lease, Registry, State};
 use mcb_core::sync::mutant::Mutant;
 use mcb_core::sync::Arc;
 use mcb_model_tests::fixtures::{TestEngine, TestEnv};
@@ -619,6 +619,43 @@ fn bucket_unhold_races_delete_broken_state_read_first() {
         Mutant::UnholdChecksStateFirst,
         "deadlock",
         unhold_races_delete,
+    );
+}
+
+/// A connection's held item (a record in its `HeldItems`, as the bucket engine keeps them, the
+/// bucket's handle kept by the list and the hold counted in this thread's row) is released on
+/// another thread while the bucket is deleted: the release reaches the engine while the hold
+/// still keeps it, the engine is destroyed once, after it, and the delete completes.
+fn held_item_released_during_delete() {
+    let (env, registry) = registry_with("b");
+    let bucket = registry.find("b").expect("running");
+    let mut held = HeldItems::new();
+    held.add(1, registry.enter(bucket.arc()).expect("running"));
+    drop(bucket);
+    let holder = thread::spawn(move || {
+        assert_eq!(held.release(1, TestEngine::read_item), Some(1));
+        drop(held);
+    });
+    registry.delete("b", 7, false).expect("delete");
+    holder.join().unwrap();
+    registry.join_shutdowns();
+    assert_eq!(env.events().notified(), [7], "the delete never completed");
+    assert_eq!(env.events().destroyed(), 1, "the engine was not destroyed");
+    registry.destroy();
+    assert_eq!(env.events().destroyed(), 1);
+}
+
+#[test]
+fn bucket_held_item_released_during_delete() {
+    check(held_item_released_during_delete);
+}
+
+#[test]
+fn bucket_held_item_released_during_delete_broken_given_back_before_use() {
+    caught(
+        Mutant::HeldGivenBackBeforeUse,
+        "Causality violation",
+        held_item_released_during_delete,
     );
 }
 

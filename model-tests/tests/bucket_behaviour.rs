@@ -3,9 +3,10 @@
 #![cfg(not(mcb_loom))] // real threads; the loom build runs tests/bucket.rs
 
 use mcb_core::bucket::{
-    Config, Connection, CreateError, DeleteError, Fate, Registry, ReserveError, State,
+    Config, Connection, CreateError, DeleteError, Fate, HeldItems, Registry, ReserveError, State,
 };
 use mcb_model_tests::fixtures::{TestEnv, FAILING_CONFIG, MISSING_ENGINE};
+use std::sync::Arc;
 
 fn registry(config: Config) -> (TestEnv, Registry<TestEnv>) {
     let env = TestEnv::new();
@@ -382,4 +383,77 @@ fn global_destroy_destroys_a_held_engine_once() {
         2,
         "destroyed again by a late hold"
     );
+}
+
+/// A connection's held items each reach the engine that made them, across a delete of one
+/// bucket: its engine is destroyed once its last item came back, the other bucket's items are
+/// untouched, and items left in the list give their holds back when it is dropped.
+#[test]
+fn held_items_reach_their_engines_and_keep_them_through_a_delete() {
+    let (env, registry) = plain();
+    let a = registry.create("a", "test.so", "").expect("create");
+    let b = registry.create("b", "test.so", "").expect("create");
+    let mut held = HeldItems::new();
+    for item in [10, 11] {
+        held.add(item, registry.enter(a.arc()).expect("running"));
+    }
+    held.add(20, registry.enter(b.arc()).expect("running"));
+    assert_eq!((held.len(), a.holds(), b.holds()), (3, 2, 1));
+    // The test engines count their calls: each item reaches its own engine.
+    for _ in 0..5 {
+        registry.enter(b.arc()).expect("running").call();
+    }
+    assert_eq!(held.with(20, |e| e.calls()), Some(5));
+    assert_eq!(held.with(11, |e| e.calls()), Some(0));
+    assert_eq!(held.with(99, |e| e.calls()), None, "an item not held here");
+    registry.delete("a", 1, false).expect("delete");
+    wait_notified(&env, 1);
+    assert_eq!(held.release(10, |e| e.read_item() > 0), Some(true));
+    assert_eq!(env.events().destroyed(), 0, "destroyed under a held item");
+    assert_eq!(held.release(10, |_| ()), None, "given back twice");
+    assert_eq!(held.release(11, |e| e.read_item() > 0), Some(true));
+    env.events()
+        .wait_for("the last held item lets the engine go", |events| {
+            events.destroyed() == 1
+        });
+    assert_eq!((held.len(), a.holds(), b.holds()), (1, 0, 1));
+    drop(held);
+    assert_eq!(b.holds(), 0, "the dropped list gave its hold back");
+}
+
+/// A get from a connection's usual bucket writes nothing shared with other connections'
+/// gets: after the first item, a hold and its give-back leave the bucket's `Arc` count as it
+/// was (the list keeps one `Arc` for the bucket while it is RUNNING), and it goes once the
+/// bucket stops.
+#[test]
+fn held_items_keep_one_reference_to_the_usual_bucket() {
+    let (env, registry) = plain();
+    let a = registry.create("a", "test.so", "").expect("create");
+    let mut held = HeldItems::new();
+    let before = Arc::strong_count(a.arc());
+    held.add(1, registry.enter(a.arc()).expect("running"));
+    assert_eq!(held.release(1, |_| ()), Some(()));
+    let kept = Arc::strong_count(a.arc());
+    assert_eq!(kept, before + 1, "the list keeps the bucket");
+    for item in 2..100 {
+        held.add(item, registry.enter(a.arc()).expect("running"));
+        assert_eq!(Arc::strong_count(a.arc()), kept, "a get cloned the bucket");
+        assert_eq!(held.release(item, |_| ()), Some(()));
+    }
+    assert_eq!((a.holds(), Arc::strong_count(a.arc())), (0, kept));
+    // Items of another bucket: the idle one is let go when the list takes the new one.
+    let b = registry.create("b", "test.so", "").expect("create");
+    held.add(7, registry.enter(b.arc()).expect("running"));
+    assert_eq!(
+        Arc::strong_count(a.arc()),
+        before,
+        "the idle bucket outlived its use"
+    );
+    // A bucket that stops while an item of it is held is let go with that item.
+    registry.delete("b", 2, false).expect("delete");
+    wait_notified(&env, 2);
+    let b_kept = Arc::strong_count(b.arc());
+    assert_eq!(held.release(7, |_| ()), Some(()));
+    assert_eq!(Arc::strong_count(b.arc()), b_kept - 1);
+    assert!(held.is_empty());
 }

@@ -29,33 +29,40 @@
 //! # Held items: the delete completes, the engine stays until the last item is back
 //!
 //! An item the engine handed out (to a connection, until it gives the item back) is a *hold*
-//! ([`Hold`](super::Hold)): not a call inside, so it does not keep the bucket from STOPPED, and
-//! the delete completes with holds outstanding; but the engine is destroyed only once the count
-//! of holds (`holds`) is back to zero, or at global destroy.
+//! ([`Hold`](super::Hold), or a record in a connection's [`HeldItems`](super::HeldItems)): not
+//! a call inside, so it does not keep the bucket from STOPPED, and the delete completes with
+//! holds outstanding; but the engine is destroyed only once the count of holds (`holds`) is
+//! back to zero, or at global destroy. The count is a `sync::Tally`: each thread adds and gives
+//! back on a row of its own (a hold taken on one thread may come back on another, so a row
+//! can go below zero), and only the sum over the rows means anything.
 //!
 //! *No hold is counted after STOPPED.* A hold is made from a lease (a client that entered),
 //! and counted before that lease leaves. STOPPED is never reached while a client is inside
 //! (above), and the STOPPED winner's SeqCst stripe loads read that lease's decrement or a later
 //! read-modify-write of its stripe, so they synchronise with it (a release sequence): the
 //! shutdown worker, spawned after the CAS, sees every hold counted. From its first look on,
-//! the count only goes down, so "zero" seen once stays zero.
+//! every row only goes down, so each row it reads holds at least what that row will end at:
+//! a sum of zero means every hold was given back, and zero seen once stays zero.
 //!
 //! *The engine is destroyed once, after the last hold, never while a call is inside.* Only the
 //! shutdown worker destroys a deleted bucket's engine (global destroy destroys only what is
 //! still in the registry, and waits for the workers first). It does so at once if it saw no
-//! hold, else once it reads zero under the shutdown mutex. Its load is Acquire and every hold's
-//! decrement is SeqCst (so Release), and all decrements are read-modify-writes, so reading zero
-//! synchronises with every one of them: each held item's last engine call (made while its hold
-//! lived) happens before the destroy. No client is inside after STOPPED.
+//! hold, else once it reads a sum of zero under the shutdown mutex. Its loads of the rows are
+//! Acquire and every give-back is a SeqCst (so Release) store to the giver's row (or a
+//! decrement of the shared row, a read-modify-write): each value it reads synchronises with
+//! the give-back that wrote it, which follows that row's earlier ones, so each held item's
+//! last engine call (made while its hold lived) happens before the destroy. No client is
+//! inside after STOPPED.
 //!
-//! *The last hold wakes the worker only when one can be waiting.* The release of the last
-//! hold decrements the count (SeqCst) and then loads the state (SeqCst); it takes the shutdown
-//! mutex to wake the worker unless the state was RUNNING. The worker runs a SeqCst fence before
-//! each load of the count. If the releaser read RUNNING, its load preceded the STOPPED CAS in
-//! the total order S, which precedes (happens before) the worker's fence: the decrement
-//! precedes the fence in S, so the worker's load reads it (or later): it sees zero and does not
-//! wait. Otherwise the releaser wakes under the mutex, and that wake-up cannot be missed (see
-//! `shutdown.rs`). At global destroy the worker stops waiting and destroys with
+//! *A give-back wakes the worker only when one can be waiting.* It stores to its row (SeqCst)
+//! and then loads the state (SeqCst); it takes the shutdown mutex to wake the worker unless the
+//! state was RUNNING. No thread can tell that its give-back was the last one (it sees only its
+//! own row), so every give-back of a bucket that is no longer RUNNING wakes the worker, which
+//! sums again. The worker runs a SeqCst fence before each sum. If the giver read RUNNING, its
+//! load preceded the STOPPED CAS in the total order S, which precedes (happens before) the
+//! worker's fence: the store precedes the fence in S, so the worker's load of that row reads
+//! it (or later). Otherwise the giver wakes under the mutex, and that wake-up cannot be missed
+//! (see `shutdown.rs`). At global destroy the worker stops waiting and destroys with
 //! holds outstanding: the host makes no call then or after, so no held item is used again.
 //!
 //! `retain` uses the same handshake with `refcount` in place of the stripes, so a lookup that
@@ -73,7 +80,7 @@ use super::shutdown::Shutdown;
 use super::state::State;
 use crate::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordered, Ordering};
 use crate::sync::mutant::{self, Mutant};
-use crate::sync::{Arc, Mutex};
+use crate::sync::{Arc, Mutex, Tally};
 
 /// A bucket: the engine that serves it and the bookkeeping that keeps calls, references and
 /// shutdown apart.
@@ -84,9 +91,10 @@ pub struct Handle<E: Engine> {
     clients: Clients,
     /// References: the registry's, each connection's, each reservation's, each temporary lookup.
     refcount: AtomicUsize,
-    /// Items the engine handed out that are not back yet (each a [`Hold`](super::Hold)): the
-    /// engine is destroyed only once none is left, or at global destroy.
-    holds: AtomicUsize,
+    /// Items the engine handed out that are not back yet (each a [`Hold`](super::Hold) or a
+    /// record in a [`HeldItems`](super::HeldItems)), counted in per-thread rows: the engine is
+    /// destroyed only once they sum to zero, or at global destroy.
+    holds: Tally,
     force: AtomicBool,
     /// The connection that asked for the delete, told once no call is inside (by then the
     /// engine is gone, unless items of it are still held).
@@ -112,7 +120,7 @@ impl<E: Engine> Handle<E> {
             state: AtomicU8::new(State::Null as u8),
             clients: Clients::new(),
             refcount: AtomicUsize::new(1),
-            holds: AtomicUsize::new(0),
+            holds: Tally::new(1),
             force: AtomicBool::new(false),
             pending_delete: Mutex::new(None),
             shutdown,
@@ -144,8 +152,7 @@ impl<E: Engine> Handle<E> {
 
     /// Items of the engine held right now (a snapshot, for stats and tests).
     pub fn holds(&self) -> usize {
-        // Relaxed: informational.
-        self.holds.load(Ordering::Relaxed)
+        self.holds.sum(0) as usize
     }
 
     /// Whether the pending delete asked for a forced shutdown.
@@ -211,35 +218,33 @@ impl<E: Engine> Handle<E> {
 
     /// Counts one more held item. The caller is inside (it holds a lease, which leaves after
     /// this): see "Held items" in the module docs.
+    #[inline]
     pub(crate) fn hold(&self) {
-        // Relaxed: the caller's lease leaves after this increment, and the shutdown worker,
-        // the only reader that decides on it, starts after the last leave synchronised with
-        // the STOPPED CAS (module docs); the count cannot be at zero for it before then.
-        self.holds.fetch_add(1, Ordering::Relaxed);
+        // (Relaxed, in the tally): the caller's lease leaves after this increment, and the
+        // shutdown worker, the only reader that decides on it, starts after the last leave
+        // synchronised with the STOPPED CAS (module docs), so it sees every hold taken.
+        self.holds.add(0);
     }
 
-    /// A held item came back. The last one wakes the shutdown worker waiting to destroy, if
-    /// there can be one: not while the bucket is RUNNING, so a get's release neither takes the
-    /// registry's shutdown mutex nor makes a wake-up call (see "The last hold" in the docs).
+    /// A held item came back, on this thread's row of the count. While the bucket is RUNNING
+    /// this writes nothing another thread writes and makes no wake-up call; otherwise it wakes
+    /// the shutdown worker, which may be waiting for it ("A give-back wakes the worker", above).
+    #[inline]
     pub(crate) fn unhold(&self) {
         if mutant::active(Mutant::UnholdChecksStateFirst) {
             let running = self.state() == State::Running;
-            let before = self.holds.fetch_sub(1, Ordering::Release);
-            if before == 1 && !running {
+            self.holds.sub(0);
+            if !running {
                 self.shutdown.wake_workers();
             }
             return;
         }
-        // SeqCst: the first half of the handshake with the shutdown worker's fenced load of the
-        // count (its Release part orders the held item's engine calls before the destroy).
+        // SeqCst: the first half of the handshake with the shutdown worker's fenced sum of the
+        // rows (its Release part orders the held item's engine calls before the destroy).
         let order = mutant::ordering(Mutant::UnholdRelaxed, Ordering::SeqCst, Ordering::Relaxed);
-        let (before, counted) = Ordered::fetch_sub(&self.holds, 1, order);
-        debug_assert!(before > 0, "unhold without hold");
-        if before != 1 {
-            return;
-        }
+        let counted = self.holds.sub_then(0, order);
         // SeqCst: the second half: RUNNING here means the worker, which starts after STOPPED,
-        // reads this decrement and does not wait.
+        // sees this give-back and need not be woken.
         let (state, _) = counted.then_load(&self.state, Ordering::SeqCst);
         if state != State::Running as u8 {
             self.shutdown.wake_workers();
@@ -249,15 +254,15 @@ impl<E: Engine> Handle<E> {
     /// Whether an item is still held (read by the shutdown worker, which starts after STOPPED;
     /// the last time under the shutdown mutex).
     pub(crate) fn is_held(&self) -> bool {
-        // SeqCst fence: the worker's half of the handshake with `unhold`: a last decrement
-        // whose thread then read RUNNING precedes this fence in the total order, so the load
-        // below reads it. A cold path (once or twice a delete), so a real fence in both builds.
+        // SeqCst fence: the worker's half of the handshake with `unhold`: a give-back whose
+        // thread then read RUNNING precedes this fence in the total order, so the sum below
+        // sees it. A cold path (once or twice a delete), so a real fence in both builds.
         // loom cannot tell it is needed (it orders the STOPPED CAS after `unhold`'s fence, so
-        // the spawned worker sees the decrement anyway): this step rests on the proof above.
+        // the spawned worker sees the give-back anyway): this step rests on the proof above.
         fence(Ordering::SeqCst);
-        // Acquire: pairs with `unhold`'s decrements (all of them, through the release
-        // sequence of read-modify-writes): the destroy that follows a zero sees their calls.
-        self.holds.load(Ordering::Acquire) > 0
+        // (Acquire, in the tally): pairs with `unhold`'s give-backs: the destroy that follows
+        // a zero sees the calls made under every hold.
+        !self.holds.is_zero(0)
     }
 
     /// Whether any reference is left (read by the shutdown worker under the shutdown mutex).

@@ -15,13 +15,14 @@
 //! traits); `clients` (the striped count of calls inside) and `shutdown` (the coordinator of
 //! the shutdown workers); `handle` (one bucket); `reference` ([`Ref`]); `registry` (the
 //! buckets by name, the [`Lease`] of a call in flight and the [`Hold`] of an item handed out);
-//! `connection`. `topkeys` stands apart.
+//! `held` (a connection's [`HeldItems`]); `connection`. `topkeys` stands apart.
 
 mod clients;
 mod config;
 mod connection;
 mod engine;
 mod handle;
+mod held;
 pub mod name;
 mod reference;
 mod registry;
@@ -33,6 +34,7 @@ pub use config::Config;
 pub use connection::{Connection, Fate, ReserveError};
 pub use engine::{Engine, Env};
 pub use handle::Handle;
+pub use held::HeldItems;
 pub use reference::Ref;
 pub use registry::{CreateError, DeleteError, Hold, Lease, Registry};
 pub use state::State;

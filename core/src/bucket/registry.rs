@@ -436,23 +436,32 @@ impl<'a, V: Env> Lease<'a, V> {
     }
 }
 
-impl<V: Env> Lease<'_, V> {
+impl<'a, V: Env> Lease<'a, V> {
     /// Ends this call, keeping its engine as a [`Hold`]: what an item the engine handed out
     /// keeps, so that the engine is destroyed only after the item went back to it, even if the
     /// bucket is deleted meanwhile (the delete completes without waiting for it; see the
     /// module docs). Allocates nothing.
     pub fn into_hold(self) -> Hold<V::Engine> {
-        let handle = Arc::clone(self.handle);
+        Hold {
+            handle: Arc::clone(self.into_counted()),
+        }
+    }
+
+    /// Ends this call with one more hold counted on its bucket, which the caller gives back
+    /// with [`Handle::unhold`] and keeps the handle for until then (a [`Hold`], or a record in
+    /// [`HeldItems`](super::HeldItems)).
+    pub(crate) fn into_counted(self) -> &'a Arc<Handle<V::Engine>> {
+        let handle = self.handle;
         if mutant::active(Mutant::HoldCountedAfterLeave) {
             drop(self);
             handle.hold();
-            return Hold { handle };
+            return handle;
         }
         // Counted while the call is still inside: the shutdown worker, which starts only
         // after the last call left, sees it (see "Held items" in handle.rs).
         handle.hold();
         drop(self);
-        Hold { handle }
+        handle
     }
 }
 

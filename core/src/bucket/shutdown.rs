@@ -12,8 +12,9 @@
 //! read a non-zero count, the decrement to zero is later in the count's modification order; its
 //! thread takes the mutex after that (so after the worker's check, and the worker only lets
 //! the mutex go by sleeping): the broadcast reaches a sleeping worker. The same holds for the
-//! count of held items (whose last decrement broadcasts the same way) and for the
-//! `in_progress` flag, which is written under the mutex.
+//! held items, counted in per-thread rows: a give-back the worker's sum missed read a state
+//! other than RUNNING (`handle.rs`), so it broadcasts under the mutex after its store, and the
+//! worker sums again when woken. And for the `in_progress` flag, written under the mutex.
 
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Condvar, Mutex};
@@ -31,16 +32,16 @@ struct Progress {
 #[derive(Debug, Default)]
 pub(crate) struct Shutdown {
     progress: Mutex<Progress>,
-    /// Broadcast when a bucket loses its last reference or its last held item, or global
-    /// destroy begins.
+    /// Broadcast when a bucket loses its last reference, a bucket no longer RUNNING gets a held
+    /// item back, or global destroy begins.
     released: Condvar,
     /// Signalled when the last worker ends during global destroy.
     workers_done: Condvar,
 }
 
 impl Shutdown {
-    /// Wakes the waiting workers (called by the release of a bucket's last reference, or of its
-    /// last held item).
+    /// Wakes the waiting workers (called by the release of a bucket's last reference, or by a
+    /// held item given back to a bucket no longer RUNNING).
     pub(crate) fn wake_workers(&self) {
         if mutant::active(Mutant::ReleaseWakesWithoutLock) {
             self.released.notify_all();
@@ -61,7 +62,7 @@ impl Shutdown {
     }
 
     /// Waits while `busy` holds (read under the mutex: the bucket still has a reference, or a
-    /// held item, whose release to none calls [`Shutdown::wake_workers`]), or until global
+    /// held item, whose release calls [`Shutdown::wake_workers`]), or until global
     /// destroy began.
     pub(crate) fn wait_while(&self, busy: impl Fn() -> bool) {
         let mut progress = self.progress.lock();

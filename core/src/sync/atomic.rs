@@ -13,7 +13,7 @@ pub use build::atomic::{
 /// An atomic access that later accesses of other locations must follow in the SeqCst total
 /// order (the steps of a Dekker handshake: a client's increment, then its load of the state;
 /// a leaver's load of the state, then its loads of the stripes). Made by [`Ordered::fetch_add`],
-/// [`Ordered::fetch_sub`] or [`Ordered::load`], it remembers the ordering of the access it made,
+/// [`Ordered::fetch_sub`], [`Ordered::store`] or [`Ordered::load`], it remembers the ordering of the access it made,
 /// and [`Ordered::then_load`] makes the next access.
 ///
 /// Under the C++20/Rust memory model two SeqCst accesses of different locations are ordered
@@ -39,6 +39,8 @@ pub trait Step: sealed::Sealed {
     #[doc(hidden)]
     fn step_load(&self, order: Ordering) -> Self::Value;
     #[doc(hidden)]
+    fn step_store(&self, v: Self::Value, order: Ordering);
+    #[doc(hidden)]
     fn step_fetch_add(&self, v: Self::Value, order: Ordering) -> Self::Value;
     #[doc(hidden)]
     fn step_fetch_sub(&self, v: Self::Value, order: Ordering) -> Self::Value;
@@ -56,6 +58,10 @@ macro_rules! step {
             #[inline(always)]
             fn step_load(&self, order: Ordering) -> $value {
                 self.load(order)
+            }
+            #[inline(always)]
+            fn step_store(&self, v: $value, order: Ordering) {
+                self.store(v, order)
             }
             #[inline(always)]
             fn step_fetch_add(&self, v: $value, order: Ordering) -> $value {
@@ -82,6 +88,13 @@ impl Ordered {
     #[inline(always)]
     pub fn fetch_sub<A: Step>(atomic: &A, v: A::Value, order: Ordering) -> (A::Value, Self) {
         (atomic.step_fetch_sub(v, order), Self(order))
+    }
+
+    /// `atomic.store(v, order)`, as the first step of a handshake (see [`Self::fetch_add`]).
+    #[inline(always)]
+    pub fn store<A: Step>(atomic: &A, v: A::Value, order: Ordering) -> Self {
+        atomic.step_store(v, order);
+        Self(order)
     }
 
     /// `atomic.load(order)`, as the first step of a handshake (see [`Self::fetch_add`]).

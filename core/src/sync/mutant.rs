@@ -81,6 +81,9 @@ pub enum Mutant {
     /// `Handle::unhold` reads the state before its decrement: it can read RUNNING, and so skip
     /// the wake-up, while the shutdown worker reads the count before the decrement and waits.
     UnholdChecksStateFirst,
+    /// `HeldItems::release` gives the item's hold back before its release reaches the engine:
+    /// the shutdown worker can destroy the engine under that call.
+    HeldGivenBackBeforeUse,
     /// `l1::Slot::take` shares a slot that no cache holds any more, with its old incarnation,
     /// so that a new cache of a name reads the L1 copies of the dropped ones.
     L1SlotOutlivesItsCaches,

@@ -12,7 +12,7 @@
 //! add was given back and the check saw each give-back (Release, read with Acquire): what the
 //! holders did happens before what the checker does next.
 
-use super::atomic::{AtomicU32, Ordering};
+use super::atomic::{AtomicU32, Ordered, Ordering};
 use super::counts;
 use super::mutant::{self, Mutant};
 
@@ -63,19 +63,24 @@ impl Tally {
     /// Counts one down at `i` (one added on any thread).
     #[inline]
     pub(crate) fn sub(&self, i: usize) {
-        // Release: what the count kept happens before a check that sees it gone. Relaxed
-        // load: the owner's own last store.
+        // Release: what the count kept happens before a check that sees it gone.
+        let _ = self.sub_then(i, Ordering::Release);
+    }
+
+    /// [`Tally::sub`] as the first step of a handshake ([`Ordered`]): the row's store, or the
+    /// shared row's decrement, made with `order` (at least Release, as in `sub`), which the
+    /// caller's next access follows.
+    #[inline]
+    pub(crate) fn sub_then(&self, i: usize, order: Ordering) -> Ordered {
         match self.own(i) {
-            Some(cell) => cell.store(
-                cell.load(Ordering::Relaxed).wrapping_sub(1),
-                Ordering::Release,
-            ),
-            None => self.shared_sub(i),
+            // Relaxed load: the owner's own last store.
+            Some(cell) => Ordered::store(cell, cell.load(Ordering::Relaxed).wrapping_sub(1), order),
+            None => self.shared_sub(i, order),
         }
     }
 
-    /// Whether the counts at `i` sum to zero (see the module docs for when that is exact).
-    pub(crate) fn is_zero(&self, i: usize) -> bool {
+    /// The counts at `i` summed over the rows, wrapping (exact when `is_zero` is).
+    pub(crate) fn sum(&self, i: usize) -> u32 {
         // Acquire: pairs with `sub`'s Release.
         assert!(i < self.len);
         let rows = if mutant::active(Mutant::TallySkipsSharedRow) {
@@ -86,7 +91,11 @@ impl Tally {
         (0..rows)
             .map(|row| self.cells[row * self.width + i].load(Ordering::Acquire))
             .fold(0u32, u32::wrapping_add)
-            == 0
+    }
+
+    /// Whether the counts at `i` sum to zero (see the module docs for when that is exact).
+    pub(crate) fn is_zero(&self, i: usize) -> bool {
+        self.sum(i) == 0
     }
 
     /// The calling thread's cell for `i`, if it holds a slot number.
@@ -104,11 +113,11 @@ impl Tally {
         self.shared(i).fetch_add(1, Ordering::Relaxed);
     }
 
-    /// [`Tally::sub`] of a thread without a row.
+    /// [`Tally::sub_then`] of a thread without a row.
     #[cold]
-    fn shared_sub(&self, i: usize) {
-        // Release: as in `sub`.
-        self.shared(i).fetch_sub(1, Ordering::Release);
+    fn shared_sub(&self, i: usize, order: Ordering) -> Ordered {
+        // `order`: as in `sub_then`.
+        Ordered::fetch_sub(self.shared(i), 1, order).1
     }
 
     fn shared(&self, i: usize) -> &AtomicU32 {

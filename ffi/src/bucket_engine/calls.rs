@@ -18,7 +18,6 @@ use super::loader::DlEngine;
 use crate::abi::*;
 use crate::boundary::guard;
 use mcb_core::bucket::topkeys::TopKeyOp;
-use mcb_core::bucket::Hold;
 use std::ffi::{c_char, c_int, c_void};
 
 /// Runs `call` inside the caller's bucket; `outside` if there is none to enter.
@@ -73,7 +72,7 @@ pub(crate) unsafe fn handing_out<T: Copy>(
         // SAFETY: `handed` says the engine wrote its item to the host's out-parameter.
         let item = unsafe { *out };
         if !item.is_null() {
-            state.items.add(item, engine.into_hold());
+            state.items.add(item, engine);
         }
     }
     answer
@@ -132,13 +131,18 @@ unsafe fn with_item_engine<T>(
     }
 }
 
-/// Takes `item`'s record out (its release), if there is one.
+/// Gives `item` back through its record, if there is one: `call` (the release) runs with the
+/// engine that made it, which its record kept.
 ///
 /// # Safety
 /// As for [`proxied`].
-unsafe fn take_hold(cookie: *const c_void, item: *const item) -> Option<Hold<DlEngine>> {
+unsafe fn release_held(
+    cookie: *const c_void,
+    item: *const item,
+    call: impl Fn(&DlEngine) -> bool,
+) -> Option<bool> {
     // SAFETY: the caller's contract.
-    unsafe { records(cookie) }.find_map(|holds| holds.take(item))
+    unsafe { records(cookie) }.find_map(|holds| holds.release(item, &call))
 }
 
 /// Counts `op` on `key` in the bucket's topkeys, if enabled (an empty key is not counted).
@@ -242,10 +246,10 @@ pub(crate) unsafe extern "C" fn release(
             true
         };
         // SAFETY: the host's cookie for this call.
-        let released = match unsafe { take_hold(cookie, item) } {
-            // The hold kept the engine alive; dropping it afterwards may let the shutdown
-            // worker of a deleted bucket destroy it.
-            Some(hold) => give_back(hold.engine()),
+        let released = match unsafe { release_held(cookie, item, give_back) } {
+            // The record kept the engine alive; its hold, given back after the call, may
+            // let the shutdown worker of a deleted bucket destroy it.
+            Some(released) => released,
             // SAFETY: as above.
             None => unsafe { proxied(cookie, false, false, give_back) },
         };

@@ -5,8 +5,8 @@
 //! on the same cookie. Those calls must reach the engine that made the item, whichever bucket
 //! the connection is attached to by then (the default bucket, another one after SELECT, none
 //! after its bucket was deleted), and that engine must still exist. So each item handed out on
-//! a connection keeps a [`Hold`] on its engine, recorded in the connection's [`ItemHolds`]
-//! until its release. A hold does not delay a DELETE of the bucket (it completes as the seed's
+//! a connection is a hold on its engine, recorded in the connection's [`ItemHolds`] until its
+//! release. A hold does not delay a DELETE of the bucket (it completes as the seed's
 //! does, once no call is inside), but the engine is destroyed only after the last of its items
 //! came back, or at global destroy: a bucket deleted while a SET's value is still arriving, or
 //! while a large value is still being sent, is gone for everyone else at once, and its engine
@@ -16,30 +16,30 @@
 //! items at once as it ever will. Items still held when a connection's state is freed (a host
 //! that fires ON_DISCONNECT before releasing them) move to one process-wide list.
 
-use super::loader::DlEngine;
+use super::loader::{DlEngine, DlEnv};
 use crate::abi::item;
-use mcb_core::bucket::Hold;
-use std::collections::VecDeque;
+use mcb_core::bucket::{HeldItems, Lease};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// Items held, each with the hold on the bucket whose engine made it.
+/// Items held, each with what keeps the engine that made it (the core's [`HeldItems`]: a get
+/// from the connection's usual bucket writes no line that other connections write).
 #[derive(Default)]
-pub(crate) struct ItemHolds(Mutex<VecDeque<(usize, Hold<DlEngine>)>>);
+pub(crate) struct ItemHolds(Mutex<HeldItems<DlEngine>>);
 
 impl ItemHolds {
     const fn new() -> Self {
-        Self(Mutex::new(VecDeque::new()))
+        Self(Mutex::new(HeldItems::new()))
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<(usize, Hold<DlEngine>)>> {
+    fn lock(&self) -> MutexGuard<'_, HeldItems<DlEngine>> {
         // A panic while locked (a bug of ours, caught at the boundary) leaves a usable list.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records that `item` came from the engine `hold` keeps.
-    pub(crate) fn add(&self, item: *mut item, hold: Hold<DlEngine>) {
-        self.lock().push_back((item as usize, hold));
+    /// Ends `lease`'s call, recording that `item` came from its engine.
+    pub(crate) fn add(&self, item: *mut item, lease: Lease<'_, DlEnv>) {
+        self.lock().add(item as usize, lease);
     }
 
     /// Runs `call` with the engine that made `item`, if it is recorded here.
@@ -48,21 +48,17 @@ impl ItemHolds {
         item: *const item,
         call: impl FnOnce(&DlEngine) -> T,
     ) -> Option<T> {
-        let held = self.lock();
-        // From the end: the host asks about the item it was handed last (a multi-get's info
-        // call follows each get), so a long list is not scanned once per item.
-        let (_, hold) = held.iter().rev().find(|(i, _)| *i == item as usize)?;
-        Some(call(hold.engine()))
+        self.lock().with(item as usize, call)
     }
 
-    /// Takes `item`'s record out, if it is here: the caller releases the item to
-    /// `hold.engine()`, then drops the hold.
-    pub(crate) fn take(&self, item: *const item) -> Option<Hold<DlEngine>> {
-        let mut held = self.lock();
-        // From the front, keeping the order: the host gives items back in the order it was
-        // handed them (a multi-get's replies), so each is found first and popped.
-        let at = held.iter().position(|(i, _)| *i == item as usize)?;
-        held.remove(at).map(|(_, hold)| hold)
+    /// Gives `item` back, if it is recorded here: runs `call` (its release) with the engine
+    /// that made it, then lets that engine go.
+    pub(crate) fn release<T>(
+        &self,
+        item: *const item,
+        call: impl FnOnce(&DlEngine) -> T,
+    ) -> Option<T> {
+        self.lock().release(item as usize, call)
     }
 
     /// Moves every record to the process-wide list (the connection's state is being freed).
@@ -74,7 +70,7 @@ impl ItemHolds {
         let mut orphans = ORPHANS.lock();
         // Relaxed: a hint that lets `orphans()` skip the lock; the list itself is under it.
         ORPHAN_COUNT.fetch_add(held.len(), Ordering::Relaxed);
-        orphans.append(&mut held);
+        held.move_into(&mut orphans);
     }
 }
 
