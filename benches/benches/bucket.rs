@@ -4,20 +4,27 @@
 //! - `enter_leave_hot_bucket`: one call's enter + leave (the seed's single shared `clients`
 //!   counter against our per-thread stripes).
 //! - `get_and_release_hot_bucket`: what a get through the bucket engine costs the bucket layer,
-//!   the get's call and then its item's release. Ours enters and leaves, keeps a hold on the
-//!   engine for the item (a reference to the bucket and a count on this thread's stripe of
-//!   holds) and drops it at the release; the seed enters and leaves twice, for the get and for
-//!   the release (and a third time for the item's info, left out here; it keeps nothing for the
-//!   item, which is why its engine could go while an item was out).
+//!   the get's call and then its item's release. Ours enters and leaves, records the item in
+//!   the thread's `HeldItems` (as the bucket engine does per connection: a hold counted in
+//!   this thread's row, the bucket's `Arc` kept by the list from the first get on), and at the
+//!   release calls the engine and gives the hold back; the seed enters and leaves twice, for
+//!   the get and for the release (and a third time for the item's info, left out here; it
+//!   keeps nothing for the item, which is why its engine could go while an item was out).
 //! - `find_by_name`: a lookup by name (the seed's global mutex around the hash map against our
 //!   epoch-protected snapshot).
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use mcb_benches::{
-    criterion, print_ratios, results_dir, seed, thread_counts, time_threads, NoopEnv,
+    criterion, print_ratios, results_dir, seed, thread_counts, time_threads, NoopEngine, NoopEnv,
 };
-use mcb_core::bucket::{Config, Registry};
+use mcb_core::bucket::{Config, HeldItems, Registry};
+use std::cell::RefCell;
 use std::path::Path;
+
+thread_local! {
+    /// Each bench thread's list of held items, as a connection's in the bucket engine.
+    static HELD: RefCell<HeldItems<NoopEngine>> = const { RefCell::new(HeldItems::new()) };
+}
 
 /// One group: `ours` and `seed` from each thread count, and their ratios.
 fn group(
@@ -71,9 +78,12 @@ fn main() {
         &results,
         "get_and_release_hot_bucket",
         || {
-            let lease = ours.enter(hot.arc()).expect("running");
-            lease.call();
-            drop(lease.into_hold());
+            HELD.with_borrow_mut(|held| {
+                let lease = ours.enter(hot.arc()).expect("running");
+                lease.call();
+                held.add(1, lease);
+                held.release(1, NoopEngine::call);
+            })
         },
         || {
             seed_call();
