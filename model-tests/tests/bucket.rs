@@ -591,14 +591,26 @@ fn bucket_delete_completes_with_a_hold_out_broken_unlocked_notify() {
 /// engine is destroyed once the item is back, and the delete completes (no missed wake-up: a
 /// worker left waiting is a deadlock).
 fn unhold_races_delete() {
+    item_back_during_delete(
+        |lease| lease.into_hold(),
+        |hold| {
+            hold.engine().read_item();
+            drop(hold);
+        },
+    );
+}
+
+/// A bucket's item is taken (`hold`, from a lease), then given back (`give_back`) on another
+/// thread while the bucket is deleted: the delete completes and the engine is destroyed once.
+fn item_back_during_delete<H: Send + 'static>(
+    hold: impl FnOnce(Lease<'_, TestEnv>) -> H,
+    give_back: impl FnOnce(H) + Send + 'static,
+) {
     let (env, registry) = registry_with("b");
     let bucket = registry.find("b").expect("running");
-    let hold = registry.enter(bucket.arc()).expect("running").into_hold();
+    let held = hold(registry.enter(bucket.arc()).expect("running"));
     drop(bucket);
-    let holder = thread::spawn(move || {
-        hold.engine().read_item();
-        drop(hold);
-    });
+    let holder = thread::spawn(move || give_back(held));
     registry.delete("b", 7, false).expect("delete");
     holder.join().unwrap();
     registry.join_shutdowns();
@@ -627,22 +639,17 @@ fn bucket_unhold_races_delete_broken_state_read_first() {
 /// another thread while the bucket is deleted: the release reaches the engine while the hold
 /// still keeps it, the engine is destroyed once, after it, and the delete completes.
 fn held_item_released_during_delete() {
-    let (env, registry) = registry_with("b");
-    let bucket = registry.find("b").expect("running");
-    let mut held = HeldItems::new();
-    held.add(1, registry.enter(bucket.arc()).expect("running"));
-    drop(bucket);
-    let holder = thread::spawn(move || {
-        assert_eq!(held.release(1, TestEngine::read_item), Some(1));
-        drop(held);
-    });
-    registry.delete("b", 7, false).expect("delete");
-    holder.join().unwrap();
-    registry.join_shutdowns();
-    assert_eq!(env.events().notified(), [7], "the delete never completed");
-    assert_eq!(env.events().destroyed(), 1, "the engine was not destroyed");
-    registry.destroy();
-    assert_eq!(env.events().destroyed(), 1);
+    item_back_during_delete(
+        |lease| {
+            let mut held = HeldItems::new();
+            held.add(1, lease);
+            held
+        },
+        |mut held| {
+            assert_eq!(held.release(1, TestEngine::read_item), Some(1));
+            drop(held);
+        },
+    );
 }
 
 #[test]
