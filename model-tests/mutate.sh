@@ -145,6 +145,9 @@ add seg-displace-moving-relaxed core/src/store/seg/index.rs store \
     'index.moving.fetch_sub(1, Ordering::Release);' \
     'index.moving.fetch_sub(1, Ordering::Relaxed);' \
     "end of a move Release to Relaxed: a reader that sees no move running need not see the move counted, and misses"
+add index-first-bucket-skipped core/src/store/seg/index.rs store \
+    'if used < FIRST_UNTIL {' 'if false {' \
+    "inserts go to the emptier bucket, not the first until it holds six: half the keys are found by the second probe only"
 add counts-claim-relaxed core/src/sync/counts.rs store \
     '.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)' \
     '.compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)' \

@@ -429,9 +429,12 @@ fn a_key_evicted_unread_and_stored_again_soon_is_kept_as_if_it_was_read() {
     // S3-FIFO's ghost: a key the small queue dropped before anyone read it, stored again while
     // the ghost remembers it, starts as read, so that a stream of items written once passes
     // it by as it passes the items read since written. A key stored for the first time at the
-    // same moment is not kept.
+    // same moment is not kept. (In a cache somebody reads: one hit arms the eviction's lane;
+    // a cache nobody reads keeps nothing.)
     let s = evicting_store();
     let value = "v".repeat(100);
+    put(&s, "read", &value, StoreOp::Set).unwrap();
+    assert!(s.get(b"read").is_some());
     let n = 2_000;
     let back = |i: usize| format!("back:{i:06}");
     let fresh = |i: usize| format!("fresh:{i:06}");

@@ -14,7 +14,7 @@
 
 #![cfg(mcb_loom)]
 
-use mcb_core::store::index_model::Keys;
+use mcb_core::store::index_model::{Keys, FIRST_UNTIL};
 use mcb_core::store::{Config, ManualClock, Store, StoreOp};
 use mcb_core::sync::atomic::{AtomicBool, Ordering};
 use mcb_core::sync::mutant::Mutant;
@@ -329,9 +329,10 @@ fn store_eviction_races_a_get_and_a_set_catches_unlinking_by_key() {
 }
 
 /// Keys `key0`, `key1`, ... chosen by their two buckets in an index of four buckets of eight
-/// slots, maybe doubling (the loom build's hasher is fixed): `k` goes to bucket 0, its second choice, since its first
-/// (`to`) holds a key by then; fifteen keys of buckets 0 and 1 then fill both, so that
-/// inserting `x`, of the same two, must move `k`'s slot to bucket `to`.
+/// slots, maybe doubling (the loom build's hasher is fixed): `k` goes to bucket 0, its second
+/// choice, since its first (`to`) holds `FIRST_UNTIL` keys by then; fifteen keys of buckets 0
+/// and 1 then fill both, so that inserting `x`, of the same two, must move `k`'s slot to
+/// bucket `to`.
 struct Displacing {
     keys: Vec<Vec<u8>>,
     /// Old buckets moved to the doubled table before the keys are inserted (0: no doubling).
@@ -356,15 +357,15 @@ fn displacing(doubling: bool) -> Displacing {
             .filter(|&i| want(choices[i]))
             .collect::<Vec<_>>()
     };
-    let ks = with(&|c| c == (to, 0));
-    let [first, k, ..] = ks[..] else {
-        panic!("two keys of buckets {to} and 0");
-    };
+    let mut ks = with(&|c| c == (to, 0));
+    assert!(ks.len() > FIRST_UNTIL, "keys of buckets {to} and 0");
+    ks.truncate(FIRST_UNTIL + 1);
+    let k = ks[FIRST_UNTIL];
     let mut pair = with(&|c| c == (0, 1) || c == (1, 0));
     assert!(pair.len() >= 16, "keys of buckets 0 and 1");
     pair.truncate(16);
     let x = pair.pop().expect("x");
-    let fill = [first, k].into_iter().chain(pair).collect();
+    let fill = ks.into_iter().chain(pair).collect();
     Displacing {
         keys,
         migrated,

@@ -23,8 +23,8 @@ impl Ghost {
         }
     }
 
-    /// Bytes the table of `entries` tags takes (charged against the store's budget).
-    pub(crate) fn bytes_for(entries: usize) -> usize {
+    /// Bytes the table of `entries` tags takes (beside the store's budget).
+    fn bytes_for(entries: usize) -> usize {
         match entries {
             0 => 0,
             n => n.next_power_of_two() * 2,

@@ -9,7 +9,9 @@
 //! second one, then the item: readers take no lock and write nothing but a clear read bit.
 //! Writers lock the key's stripe (a striped array of mutexes keyed by the low bucket bits, which
 //! both buckets share) and publish a slot with a Release store after the item's bytes are
-//! written; readers load slots with Acquire. When both buckets are full, an insert first moves
+//! written; readers load slots with Acquire. An insert takes the key's first bucket until that
+//! holds six slots, then the emptier of the two (most hits read one bucket line). When both
+//! buckets are full, an insert first moves
 //! one of their items to its other bucket (cuckoo hashing, one step; that bucket is in the same
 //! stripe, so under the same lock): the table fills to about 95% before an item must give way.
 //! A reader that misses while an item moves retries (a move count and a version, read before
@@ -40,6 +42,10 @@ use std::hash::BuildHasher;
 pub(crate) const SLOTS: usize = 8;
 /// Bytes per bucket.
 pub(crate) const BUCKET_BYTES: usize = SLOTS * 8;
+/// A key's slot goes to its first bucket while that holds fewer slots than this, then to the
+/// emptier of its two: most keys are found by a lookup's first probe (one bucket line read),
+/// and a full first bucket still leaves its keys room in their second.
+const FIRST_UNTIL: usize = 6;
 
 /// Random keys against hash flooding; fixed ones in models, which must replay exactly.
 #[cfg(not(mcb_loom))]
@@ -825,7 +831,8 @@ impl Locked<'_> {
     }
 
     /// Inserts a slot for `loc` (a key the buckets do not hold), counted as read `reads` times,
-    /// in the emptier bucket. When both are full, one of their slots moves to its other bucket
+    /// in its first bucket while that holds fewer than [`FIRST_UNTIL`], else in the emptier
+    /// bucket. When both are full, one of their slots moves to its other bucket
     /// if that has room; else the slot of an item not read since it was written (else the
     /// first) gives way, and its location is returned: that item is evicted. Also says whether
     /// the table wants to grow.
@@ -835,6 +842,10 @@ impl Locked<'_> {
             if let (used, Some(pos)) = self.room(*bucket) {
                 if best.is_none_or(|(u, _)| used < u) {
                     best = Some((used, pos));
+                }
+                // The first bucket comes first (see `buckets`).
+                if used < FIRST_UNTIL {
+                    break;
                 }
             }
         }
@@ -921,6 +932,9 @@ impl Locked<'_> {
 #[cfg(mcb_loom)]
 pub mod model {
     use super::{alt_bits, BuildHasher, Hash, Hasher, Index, Loc, Ordering};
+
+    /// How many slots a key's first bucket holds before keys of it may go to their second.
+    pub const FIRST_UNTIL: usize = super::FIRST_UNTIL;
 
     /// An index of numbered keys, with one lock stripe: location `i` (segment `i`) holds key `i`.
     #[derive(Debug)]
@@ -1068,6 +1082,31 @@ mod tests {
         drop(locked);
         assert!(!get(&index, &keys, 3));
         assert_eq!(index.entries(), 15);
+    }
+
+    #[test]
+    fn a_key_goes_to_its_first_bucket_until_that_holds_six() {
+        let index = Index::new(4, 4, 1).unwrap();
+        let keys = keys(1000);
+        // Keys whose first bucket is 0 and whose second is another.
+        let of_0: Vec<usize> = (0..keys.len())
+            .filter(|&i| {
+                let (first, second) = index.buckets(index.hash(&keys[i]));
+                first.number == 0 && second.is_some()
+            })
+            .take(FIRST_UNTIL + 1)
+            .collect();
+        assert_eq!(of_0.len(), FIRST_UNTIL + 1);
+        let bucket_of = |i: usize| {
+            let locked = index.lock(index.hash(&keys[i]));
+            let (pos, _) = locked.find(|at| at.seg as usize == i).unwrap();
+            pos.bucket.number
+        };
+        for (n, &i) in of_0.iter().enumerate() {
+            assert_eq!(put(&index, &keys, i), None);
+            let want_first = n < FIRST_UNTIL;
+            assert_eq!(bucket_of(i) == 0, want_first, "key {n} of bucket 0");
+        }
     }
 
     #[test]

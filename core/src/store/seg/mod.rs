@@ -152,9 +152,9 @@ pub(crate) struct Engine {
     seq: AtomicU64,
     /// Where the eviction puts the items it keeps.
     keep_lane: Mutex<Lane>,
-    /// Set by the first read that marks an item seen (or the ghost's first recall): from then
-    /// on the eviction's lane is given a segment ahead of the writers' lanes (a cache nobody
-    /// reads keeps nothing, and spends no segment on it).
+    /// Set by the first read that marks an item seen: from then on the eviction's lane is
+    /// given a segment ahead of the writers' lanes (a cache nobody reads keeps nothing, and
+    /// spends no segment on it).
     keep_armed: AtomicBool,
     use_cas: bool,
     eviction: bool,
@@ -190,17 +190,16 @@ impl Engine {
         // pairs filled at half the table's load: evictions in a cache far from full).
         let locks = (buckets / 16).clamp(1, 1024);
         let index = Index::new(buckets, max_buckets, locks).ok_or("index memory")?;
-        // A ghost entry for every two slots the index may grow to (a sixteenth of its most
-        // bytes, about a sixty-fourth of the cache), charged as the budget's first bytes; none
-        // in a cache of few segments, where a segment's room is worth more than the hint.
+        // A ghost entry for every two slots the index may grow to (an eighth of its most
+        // bytes, about a 128th of the cache), kept beside the budget (a stated overhead, as
+        // the engine's own structures are): charged, it cost 1.1% of the 100 B items a full
+        // cache keeps. None in a cache of few segments.
         let ghost_entries = if plan.capacity / seg_size >= GHOST_MIN_SEGMENTS {
             max_buckets * SLOTS / 2
         } else {
             0
         };
-        let capacity = plan
-            .capacity
-            .saturating_sub(Ghost::bytes_for(ghost_entries));
+        let capacity = plan.capacity;
         let count = (capacity.saturating_sub(buckets * BUCKET_BYTES) / seg_size).max(1);
         let max_large = plan.capacity / seg_size + 1;
         let segs = Segments::new(seg_size, count, max_large, capacity, plan.lanes)
@@ -542,10 +541,10 @@ impl Engine {
             }
             None => {
                 // A key evicted unread lately starts as read (see `ghost`).
+                // It does not arm the eviction's lane: in a cache nobody reads, keeping what
+                // comes back is no use (and false recalls of a fill of distinct keys held a
+                // segment ahead: 1.5% of the items a 64 MiB cache kept).
                 let seen = self.ghost.recall(locked.hash());
-                if seen {
-                    self.arm_keep();
-                }
                 let (victim, grow) = locked.insert(loc, u8::from(seen));
                 if let Some(victim) = victim {
                     // The index had no room for the key: an item gives way.
