@@ -33,7 +33,7 @@
 //!   (S3-FIFO), plain LRU (our L1 alone), moka (TinyLFU) and quick_cache (CLOCK-Pro-like).
 
 use criterion::{BenchmarkId, Throughput};
-use mcb_benches::tiers::{get, get_local, key, ours_with, store};
+use mcb_benches::tiers::{entry_weight, get, get_local, key, ours_with, store};
 use mcb_benches::{
     criterion, next_key, print_hit_ratios, print_ratios, results_dir, thread_counts, time_threads,
     wanted, zipf,
@@ -62,15 +62,6 @@ fn boxed(k: u64) -> Box<[u8]> {
 /// Our cache with the seed's options (every L2 hit promoted into L1).
 fn ours(l2: PayloadArc<L2<u64>>, l1_capacity: usize) -> Cache<u64> {
     ours_with(l2, l1_capacity, Promotion::Always)
-}
-
-/// What one of our entries weighs in L2 (to size a store in entries).
-fn entry_weight() -> usize {
-    let probe = store(1 << 20, 1);
-    ours(probe.clone(), 1)
-        .set(&key(0), &CallOptions::default(), Some(0))
-        .expect("room");
-    probe.used_bytes()
 }
 
 fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {

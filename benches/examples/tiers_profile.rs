@@ -10,9 +10,11 @@
 //! `l2_read`, `zipf` (Zipf 0.9 over 100k keys, the second-hit rule, 1000 L1 entries), each but
 //! `l1_hit_borrowed` and `l2_hit` also through a handle on this thread's L1 (`Cache::local`,
 //! made before the loop): `l1_hit_local`, `l2_read_local`, `zipf_local`; `quick_cache_hit`,
-//! `quick_cache_zipf`.
+//! `quick_cache_zipf`; `evicting` and `quick_cache_evicting`, the bench's evicting regime (a
+//! get, and on a miss a set, over a Zipf trace of twice the cache's entries), after a pass
+//! over the trace to fill the cache.
 
-use mcb_benches::tiers::{get, get_local, key, ours_with, store};
+use mcb_benches::tiers::{entry_weight, get, get_local, key, ours_with, store};
 use mcb_benches::zipf;
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::{Cache, Level, Promotion};
@@ -38,6 +40,22 @@ fn alternate_in_l2(cache: &Cache<u64>, n: usize, local: bool) {
         };
         assert_eq!(level, Level::L2);
     }
+}
+
+/// The evicting regime's trace (the bench's), and the entries a cache holds: half its keys.
+fn evicting_trace() -> (Vec<u64>, usize) {
+    let trace = zipf(KEYS, 0.9, 1 << 20, 43);
+    let mut distinct = trace.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    (trace, distinct.len() / 2)
+}
+
+/// A pass over `trace` to fill the cache, then `n` of its operations (`op`: a get, and a set
+/// on a miss).
+fn evicting(trace: &[u64], n: usize, op: impl Fn(u64)) {
+    trace.iter().for_each(|&k| op(k));
+    trace.iter().cycle().take(n).for_each(|&k| op(k));
 }
 
 /// The keys of the Zipf paths, in the order the bench's threads read them.
@@ -122,6 +140,24 @@ fn main() {
                     black_box(quick.get(&key(k)[..]));
                 }
             }
+        }
+        "evicting" => {
+            let (trace, capacity) = evicting_trace();
+            let cache = ours(entry_weight() * capacity, 16, 1000, Promotion::SecondHit);
+            evicting(&trace, n, |k| {
+                if get(&cache, k) == Level::Miss {
+                    let _ = cache.put(&key(k), k);
+                }
+            });
+        }
+        "quick_cache_evicting" => {
+            let (trace, capacity) = evicting_trace();
+            let quick = Quick::new(capacity);
+            evicting(&trace, n, |k| {
+                if quick.get(&key(k)[..]).is_none() {
+                    quick.insert(Box::new(key(k)), PayloadArc::new(k));
+                }
+            });
         }
         other => panic!("unknown path {other}"),
     }

@@ -88,6 +88,15 @@ pub mod tiers {
         Cache::new("bench", l2, opts).expect("valid")
     }
 
+    /// What one of our entries weighs in L2 (to size a store in entries).
+    pub fn entry_weight() -> usize {
+        let probe = store(1 << 20, 1);
+        ours_with(probe.clone(), 1, Promotion::Always)
+            .set(&key(0), &CallOptions::default(), Some(0))
+            .expect("room");
+        probe.used_bytes()
+    }
+
     /// The level that answered a get of key `k`.
     pub fn get(cache: &Cache<u64>, k: u64) -> Level {
         cache
