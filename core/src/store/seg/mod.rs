@@ -199,10 +199,9 @@ impl Engine {
         } else {
             0
         };
-        let capacity = plan.capacity;
-        let count = (capacity.saturating_sub(buckets * BUCKET_BYTES) / seg_size).max(1);
+        let count = (plan.capacity.saturating_sub(buckets * BUCKET_BYTES) / seg_size).max(1);
         let max_large = plan.capacity / seg_size + 1;
-        let segs = Segments::new(seg_size, count, max_large, capacity, plan.lanes)
+        let segs = Segments::new(seg_size, count, max_large, plan.capacity, plan.lanes)
             .ok_or("segment memory")?;
         Ok(Self {
             segs,
