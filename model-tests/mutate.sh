@@ -197,6 +197,12 @@ add clock-ticker-stands-still core/src/tiers/clock.rs tiers \
 add clock-no-fallback core/src/tiers/clock.rs tiers \
     '0 => coarse_ms(),' '0 => 1,' \
     "without a ticker the time reads 0: ttls never end"
+add tiers-admission-on-sets core/src/tiers/cache.rs tiers \
+    'let admit = !strict && self.opts.admission' 'let admit = self.opts.admission' \
+    "frequency admission applied to sets as well as loads: a set returns Ok and stores nothing"
+add s3fifo-admission-skips-unseen-reads core/src/tiers/s3fifo.rs tiers \
+    '.saturating_add(unseen)' '.saturating_add(0)' \
+    "the victim's reads since eviction last looked left out: a key asked for once outbids an entry read three times"
 
 # Replaces exactly one occurrence of $FROM by $TO in the file.
 patch_one() {

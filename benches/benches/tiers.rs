@@ -27,10 +27,13 @@
 //! - `zipf_s0.9_100k_keys_read`: reads of Zipf-distributed keys from 1, 2 and N threads, every
 //!   cache holding all keys.
 //! - `zipf_s0.9_100k_keys_evicting`: the same reads where every cache holds half the keys; a
-//!   miss inserts the key (ops/s), then the hit ratio of each side on the same trace.
+//!   miss inserts the key (ops/s: ours a get with a loader, frequency admission on, the peers a
+//!   get and an insert), then the hit ratio of each side on the same trace (ours also with
+//!   every load kept, the seed's rule).
 //! - `single_flight_64_misses`: 64 threads miss one key at once; the loader must run once.
 //! - The hit ratio of a Zipf workload with a one-pass scan mixed in, at one capacity: our L2
-//!   (S3-FIFO), plain LRU (our L1 alone), moka (TinyLFU) and quick_cache (CLOCK-Pro-like).
+//!   (S3-FIFO, with frequency admission and with every load kept), plain LRU (our L1 alone),
+//!   moka (TinyLFU) and quick_cache (CLOCK-Pro-like).
 
 use criterion::{BenchmarkId, Throughput};
 use mcb_benches::tiers::{entry_weight, get, get_local, key, ours_with, store};
@@ -39,7 +42,7 @@ use mcb_benches::{
     wanted, zipf,
 };
 use mcb_core::sync::PayloadArc;
-use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Promotion, L2};
+use mcb_core::tiers::{Admission, Cache, CallOptions, Level, Loaded, Promotion, L2};
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -61,7 +64,7 @@ fn boxed(k: u64) -> Box<[u8]> {
 
 /// Our cache with the seed's options (every L2 hit promoted into L1).
 fn ours(l2: PayloadArc<L2<u64>>, l1_capacity: usize) -> Cache<u64> {
-    ours_with(l2, l1_capacity, Promotion::Always)
+    ours_with(l2, l1_capacity, Promotion::Always, Admission::Always)
 }
 
 fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
@@ -96,7 +99,12 @@ fn levels(c: &mut criterion::Criterion, results: &std::path::Path) {
     // An L2 hit that is not promoted: one L1 slot with the second-hit rule, whose table of
     // hashes keeps one, and two keys read in turn, stored from another thread (so never in this
     // thread's L1): each get misses L1, forgets the other key's hash and reads L2.
-    let unpromoted = ours_with(store(64 << 20, 1), 1, Promotion::SecondHit);
+    let unpromoted = ours_with(
+        store(64 << 20, 1),
+        1,
+        Promotion::SecondHit,
+        Admission::Always,
+    );
     std::thread::scope(|s| {
         s.spawn(|| {
             for k in [1, 2] {
@@ -196,7 +204,7 @@ fn zipf_reads(c: &mut criterion::Criterion, results: &std::path::Path) {
     // peers get exactly what they hold): one promotes on a second L1 miss, one (the seed's
     // rule) on every L2 hit.
     let room = || store(entry_weight() * KEYS * 11 / 10, 16);
-    let second_hit = ours_with(room(), L1_ENTRIES, Promotion::SecondHit);
+    let second_hit = ours_with(room(), L1_ENTRIES, Promotion::SecondHit, Admission::Always);
     let always = ours(room(), L1_ENTRIES);
     let moka = Moka::new(KEYS as u64);
     let quick = Quick::new(KEYS);
@@ -226,35 +234,40 @@ fn zipf_reads(c: &mut criterion::Criterion, results: &std::path::Path) {
 }
 
 /// The evicting regime: each cache holds half the distinct keys of the trace; a miss inserts
-/// the key.
+/// the key (ours: a get with a loader, whose value L2 keeps by frequency admission, as moka's
+/// TinyLFU does; `ours_every_load` keeps every loaded value, the seed's rule, and is only in
+/// the hit ratios).
 struct Evicting {
     ours: Cache<u64>,
+    ours_every_load: Cache<u64>,
     moka: Moka,
     quick: Quick,
 }
 
 impl Evicting {
     fn new(weight: usize, capacity: usize) -> Self {
-        Self {
-            ours: ours_with(
+        let ours = |admission| {
+            ours_with(
                 store(weight * capacity, 16),
                 L1_ENTRIES,
                 Promotion::SecondHit,
-            ),
+                admission,
+            )
+        };
+        Self {
+            ours: ours(Admission::Frequency),
+            ours_every_load: ours(Admission::Always),
             moka: Moka::new(capacity as u64),
             quick: Quick::new(capacity),
         }
     }
 
-    /// Each side's get, inserting on a miss; whether it hit.
-    fn ours(&self, k: u64) -> bool {
-        let hit = get(&self.ours, k) != Level::Miss;
-        if !hit {
-            // A full shard may refuse (its tries used up): as a peer's insert that its policy
-            // rejects, the key is simply not kept.
-            let _ = self.ours.put(&key(k), k);
-        }
-        hit
+    /// Our get, loading on a miss; whether it hit. (A full shard may also refuse a load, its
+    /// tries used up: as a peer's insert that its policy rejects, the key is not kept.)
+    fn ours(cache: &Cache<u64>, k: u64) -> bool {
+        let load = || Ok::<_, String>(Loaded::some(k));
+        let got = cache.get(&key(k), &CallOptions::default(), Some(load));
+        got.expect("loads").level != Level::L3
     }
 
     fn moka(&self, k: u64) -> bool {
@@ -285,7 +298,7 @@ fn zipf_evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_
     let caches = Evicting::new(weight, capacity);
     let sides: [(&str, &(dyn Fn(u64) + Sync)); 3] = [
         ("ours", &|k| {
-            black_box(caches.ours(k));
+            black_box(Evicting::ours(&caches.ours, k));
         }),
         ("moka", &|k| {
             black_box(caches.moka(k));
@@ -298,10 +311,15 @@ fn zipf_evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_
     // Hit ratios on one thread, fresh caches: a pass over the trace to warm up, then one
     // counted.
     let caches = Evicting::new(weight, capacity);
-    let mut hits = [0usize; 3];
+    let mut hits = [0usize; 4];
     for pass in 0..2 {
         for &k in &trace {
-            let hit = [caches.ours(k), caches.moka(k), caches.quick(k)];
+            let hit = [
+                Evicting::ours(&caches.ours, k),
+                Evicting::ours(&caches.ours_every_load, k),
+                caches.moka(k),
+                caches.quick(k),
+            ];
             if pass == 1 {
                 for (h, hit) in hits.iter_mut().zip(hit) {
                     *h += usize::from(hit);
@@ -311,7 +329,7 @@ fn zipf_evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_
         caches.moka.run_pending_tasks();
     }
     let workload = format!("{group_name}, {} keys, capacity {capacity}", distinct.len());
-    let names = ["ours", "moka", "quick_cache"];
+    let names = ["ours", "ours_every_load", "moka", "quick_cache"];
     print_hit_ratios(&workload, "hit_ratio_evicting", &names, &hits, trace.len());
 }
 
@@ -395,34 +413,47 @@ fn hit_ratios(quick_run: bool) {
     let cold = (0..scan as u64).map(|k| KEYS as u64 + k);
     trace.splice(requests / 2..requests / 2, cold);
 
-    // Our L2: one shard sized to `capacity` entries; one L1 slot, so L1 hits are negligible.
-    let s3fifo = ours(store(entry_weight() * capacity, 1), 1);
+    // Our L2: one shard sized to `capacity` entries; one L1 slot, so L1 hits are negligible;
+    // with frequency admission and with the seed's rule (every load kept).
+    let s3fifo = |admission| {
+        let l2 = store(entry_weight() * capacity, 1);
+        ours_with(l2, 1, Promotion::Always, admission)
+    };
+    let (admitting, every_load) = (s3fifo(Admission::Frequency), s3fifo(Admission::Always));
     // Plain LRU: our L1 alone (an L2 too small for anything keeps loads in L1 only).
     let lru = ours(store(1, 1), capacity);
     let moka = Moka::new(capacity as u64);
     let quick = Quick::new(capacity);
-    let mut hits = [0usize; 4];
+    let mut hits = [0usize; 5];
     for &k in &trace {
         let load = || Ok::<_, String>(Loaded::some(k));
         let opts = CallOptions::default();
-        if s3fifo.get(&key(k), &opts, Some(load)).expect("loads").level != Level::L3 {
-            hits[0] += 1;
+        for (cache, hits) in [&admitting, &every_load].into_iter().zip(&mut hits) {
+            if cache.get(&key(k), &opts, Some(load)).expect("loads").level != Level::L3 {
+                *hits += 1;
+            }
         }
         if lru.get(&key(k), &opts, Some(load)).expect("loads").level == Level::L1 {
-            hits[1] += 1;
+            hits[2] += 1;
         }
         if moka.get(&key(k)[..]).is_some() {
-            hits[2] += 1;
+            hits[3] += 1;
         } else {
             moka.insert(boxed(k), PayloadArc::new(k));
         }
         if quick.get(&key(k)[..]).is_some() {
-            hits[3] += 1;
+            hits[4] += 1;
         } else {
             quick.insert(boxed(k), PayloadArc::new(k));
         }
     }
-    let names = ["ours (L2, S3-FIFO)", "LRU", "moka", "quick_cache"];
+    let names = [
+        "ours (L2, S3-FIFO, admission)",
+        "ours (L2, S3-FIFO, every load)",
+        "LRU",
+        "moka",
+        "quick_cache",
+    ];
     let workload = format!("zipf_s0.9_100k_keys+scan, capacity {capacity}");
     print_hit_ratios(&workload, "hit_ratio", &names, &hits, trace.len());
 }

@@ -17,7 +17,7 @@
 use mcb_benches::tiers::{entry_weight, get, get_local, key, ours_with, store};
 use mcb_benches::zipf;
 use mcb_core::sync::PayloadArc;
-use mcb_core::tiers::{Cache, Level, Promotion};
+use mcb_core::tiers::{Admission, Cache, Level, Promotion};
 use std::hint::black_box;
 
 const KEYS: usize = 100_000;
@@ -25,7 +25,12 @@ const KEYS: usize = 100_000;
 type Quick = quick_cache::sync::Cache<Box<[u8]>, PayloadArc<u64>>;
 
 fn ours(capacity: usize, shards: usize, l1_capacity: usize, promotion: Promotion) -> Cache<u64> {
-    ours_with(store(capacity, shards), l1_capacity, promotion)
+    ours_with(
+        store(capacity, shards),
+        l1_capacity,
+        promotion,
+        Admission::Always,
+    )
 }
 
 /// `n` gets of keys 1 and 2 in turn, each answered by L2 (through a handle with `local`).

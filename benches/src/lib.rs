@@ -55,7 +55,9 @@ impl Env for NoopEnv {
 /// values under 8-byte keys, and one get of it.
 pub mod tiers {
     use mcb_core::sync::PayloadArc;
-    use mcb_core::tiers::{Cache, CallOptions, Level, Loaded, Local, Options, Promotion, L2};
+    use mcb_core::tiers::{
+        Admission, Cache, CallOptions, Level, Loaded, Local, Options, Promotion, L2,
+    };
     use std::time::Duration;
 
     /// A get without a loader.
@@ -71,15 +73,17 @@ pub mod tiers {
         PayloadArc::new(L2::with_shards(capacity, shards).expect("valid"))
     }
 
-    /// Our cache over `l2` with an L1 of `l1_capacity` entries and `promotion`.
+    /// Our cache over `l2` with an L1 of `l1_capacity` entries, `promotion` and `admission`.
     pub fn ours_with(
         l2: PayloadArc<L2<u64>>,
         l1_capacity: usize,
         promotion: Promotion,
+        admission: Admission,
     ) -> Cache<u64> {
         let opts = Options {
             l1_capacity,
             promotion,
+            admission,
             // Forever, as the peers keep them: a group runs longer than the default 30 s,
             // after which every get would find a stale entry.
             ttl: Duration::ZERO,
@@ -91,7 +95,7 @@ pub mod tiers {
     /// What one of our entries weighs in L2 (to size a store in entries).
     pub fn entry_weight() -> usize {
         let probe = store(1 << 20, 1);
-        ours_with(probe.clone(), 1, Promotion::Always)
+        ours_with(probe.clone(), 1, Promotion::Always, Admission::Always)
             .set(&key(0), &CallOptions::default(), Some(0))
             .expect("room");
         probe.used_bytes()

@@ -86,6 +86,7 @@ fn defaults_are_the_seeds() {
     assert_eq!(opts.set_tries, 3);
     assert_eq!(opts.resurrect_ttl, None);
     assert_eq!(opts.lock, LockOptions::default());
+    assert_eq!(opts.admission, Admission::Always);
 }
 
 #[test]
@@ -563,6 +564,65 @@ fn a_full_l2_fails_set_but_get_keeps_the_value_in_l1() {
         let hit = cache.get(b"k", &no_wait, value("again")).unwrap();
         assert_eq!(hit.level, Level::L3);
     });
+}
+
+#[test]
+fn frequency_admission_declines_a_one_off_load_into_a_full_l2_but_serves_it() {
+    for admission in [Admission::Always, Admission::Frequency] {
+        let clock = Clock::manual();
+        let opts = Options {
+            admission,
+            ..options(&clock)
+        };
+        // What an entry of a 2-byte key and a 10-byte value weighs (a node's size included).
+        let probe = store(1 << 20);
+        let probe_cache = Cache::new("p", probe.clone(), options(&clock)).unwrap();
+        probe_cache
+            .set(b"k0", &CallOptions::default(), Some("v".repeat(10)))
+            .unwrap();
+        let cache = Cache::new("t", store(10 * probe.used_bytes()), opts).unwrap();
+        // Full with ten entries, each read three times from other threads (L2 hits).
+        let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+        for key in &keys {
+            cache
+                .set(
+                    key.as_bytes(),
+                    &CallOptions::default(),
+                    Some("v".repeat(10)),
+                )
+                .unwrap();
+        }
+        for _ in 0..3 {
+            for key in &keys {
+                assert_eq!(
+                    elsewhere(|| get(&cache, key, NONE)),
+                    got(&"v".repeat(10), Level::L2)
+                );
+            }
+        }
+        let once = "o".repeat(10);
+        assert_eq!(get(&cache, "once", value(&once)), got(&once, Level::L3));
+        assert_eq!(
+            get(&cache, "once", NONE),
+            got(&once, Level::L1),
+            "kept in L1"
+        );
+        let elsewhere_level = elsewhere(|| get(&cache, "once", NONE)).unwrap().1;
+        let want = match admission {
+            Admission::Always => Level::L2,
+            Admission::Frequency => Level::Miss,
+        };
+        assert_eq!(elsewhere_level, want, "{admission:?}");
+        assert_eq!(cache.warnings(), 0, "a declined load is no warning");
+        // A set is stored whatever the rule.
+        cache
+            .set(b"set", &CallOptions::default(), Some(once.clone()))
+            .unwrap();
+        assert_eq!(
+            elsewhere(|| get(&cache, "set", NONE)),
+            got(&once, Level::L2)
+        );
+    }
 }
 
 #[test]

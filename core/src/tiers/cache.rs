@@ -11,7 +11,7 @@ use super::error::{BoxError, Error, LoaderError, StoreKind, Warning};
 use super::l1::{self, L1};
 use super::l2::{self as store, Entry, Probe, L2};
 use super::namespace::Namespace;
-use super::options::{CallOptions, Options, Promotion, Resolved};
+use super::options::{Admission, CallOptions, Options, Promotion, Resolved};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::time::Duration;
@@ -917,7 +917,8 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         let stripe = Namespace::stripe(pending.hash);
         // Read before the write, as in `read_and_promote`, for a load.
         let mut before = self.ns.generation(stripe);
-        let stored = l2.insert(ns, key, entry, pending.opts.tries, || {
+        let admit = !strict && self.opts.admission == Admission::Frequency;
+        let stored = l2.insert(ns, key, entry, (pending.opts.tries, admit), || {
             let bump = strict && !mutant::active(Mutant::SetSkipsBump);
             bump.then(|| self.ns.bump(stripe))
         });
@@ -925,7 +926,10 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             before = self.ns.generation(stripe);
         }
         let generation = match stored {
-            Ok(bumped) => bumped.unwrap_or(before),
+            Ok(Some(bumped)) => bumped.unwrap_or(before),
+            // Declined by the admission rule: kept in this thread's L1 only, as a load that
+            // found L2 full, but without a warning (the rule chose).
+            Ok(None) => before,
             Err(err) if strict => return Err(err),
             Err(_) => {
                 self.warn(Warning::NoRoom {

@@ -691,15 +691,17 @@ impl<T: Send + Sync + 'static> L2<T> {
 
     /// Stores `entry` for `key`, evicting up to `tries` batches to make room; `published` runs
     /// under the shard lock right after the entry becomes visible, so that writers of one key
-    /// run it in the order of their writes. On failure the key holds nothing.
+    /// run it in the order of their writes. On failure the key holds nothing. With `admit`, a
+    /// key the store does not hold may be declined (`Ok(None)`, nothing stored or evicted: see
+    /// [`Admission::Frequency`](super::Admission::Frequency)).
     pub(crate) fn insert<R>(
         &self,
         ns: u32,
         key: &[u8],
         entry: Entry<T>,
-        tries: u32,
+        (tries, admit): (u32, bool),
         published: impl FnOnce() -> R,
-    ) -> Result<R, Error> {
+    ) -> Result<Option<R>, Error> {
         let probe = self.probe(ns, key);
         let hash = probe.hash;
         let shard = self.shard(hash);
@@ -712,6 +714,9 @@ impl<T: Send + Sync + 'static> L2<T> {
         let weight = self.weight(key, &entry);
         // The old node stays charged until it is freed: room for both.
         let old_weight = old_ref.map_or(0, |n| n.weight);
+        if admit && old_ref.is_none() && !state.policy.admits(hash, weight) {
+            return Ok(None);
+        }
         if let Some(old) = old_ref {
             state.policy.remove(old.slot);
         }
@@ -768,7 +773,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         if !old.is_null() {
             shard.retire(&mut state, old, &guard);
         }
-        Ok(published())
+        Ok(Some(published()))
     }
 
     /// Makes room for `need` bytes in `shard`: evicts up to `tries` batches until the live

@@ -7,7 +7,8 @@
 //!   that a get reads the time with one load).
 //! - `weigh`: what a value weighs against L2's byte bound by default, and [`AnyValue`], so that
 //!   one L2 serves caches of different value types.
-//! - `s3fifo`: L2's eviction policy, per shard.
+//! - `sketch`, `s3fifo`: L2's eviction policy, per shard, and the count of requests its
+//!   frequency admission goes by.
 //! - `flight`: the per-key lock that lets one caller at a time run a loader (L3), and its
 //!   [`LockOptions`].
 //! - `namespace`: what the caches of one name share (invalidation generations, loader locks).
@@ -17,8 +18,8 @@
 //! - `l1`: a fixed-capacity LRU per thread and cache name, kept with the thread: caches of one
 //!   name share it while one of them lives, as mlcache's instances of one name share one LRU
 //!   per worker (and it dies with the last of them). A thread finds it at its cache's slot.
-//! - `options`: a cache's [`Options`] (among them the [`Promotion`] rule of L2 hits into L1)
-//!   and the per-call [`CallOptions`].
+//! - `options`: a cache's [`Options`] (among them the [`Promotion`] rule of L2 hits into L1
+//!   and the [`Admission`] rule of loaded values into L2) and the per-call [`CallOptions`].
 //! - `cache`: [`Cache`], the seed's public API (`get`, `peek`, `set`, `delete`, `purge`,
 //!   `update`, `get_bulk`) over the three levels, [`Cache::get_with`], a read without a
 //!   clone, and [`Local`], a handle on this thread's L1 for reads that skip looking it up.
@@ -41,6 +42,7 @@ mod namespace;
 mod options;
 #[allow(unsafe_code)] // the policy's handles on L2 nodes (`Tracked::freq`)
 mod s3fifo;
+mod sketch;
 mod weigh;
 
 pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Local, Peek, BULK_CONCURRENCY};
@@ -48,5 +50,5 @@ pub use clock::Clock;
 pub use error::{BoxError, Error, LoaderError, StoreKind, Warning};
 pub use flight::LockOptions;
 pub use l2::L2;
-pub use options::{CallOptions, Options, Promotion, Transform, WarningHook};
+pub use options::{Admission, CallOptions, Options, Promotion, Transform, WarningHook};
 pub use weigh::AnyValue;

@@ -34,6 +34,22 @@ pub enum Promotion {
     SecondHit,
 }
 
+/// Which loaded values a full L2 keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Admission {
+    /// Every one (the seed's rule: a loaded value is set into the shared dict, evicting).
+    #[default]
+    Always,
+    /// TinyLFU's rule: a loaded value of a key L2 does not hold, into a shard within an eighth
+    /// of full, is kept only if its key was asked for more often lately than the entry the
+    /// shard would evict first (requests counted in a sketch of about four bytes per entry,
+    /// reads counted when eviction looks at an entry) or if S3-FIFO's ghost remembers it. The
+    /// caller gets its value either way, and this thread's L1 keeps it; `set` always stores.
+    /// On Zipf 0.9 over twice the cache it keeps 0.902-0.904 of the reads (`Always`: 0.868,
+    /// moka 0.895); on Zipf with a one-pass scan 0.517-0.526 (`Always`: 0.522).
+    Frequency,
+}
+
 /// How a [`Cache`](super::Cache) behaves; `Default` gives the seed's defaults.
 pub struct Options<T> {
     /// Entries in each thread's L1 for this name (the seed's `lru_size`, default 100). Caches
@@ -42,6 +58,8 @@ pub struct Options<T> {
     /// Which L2 hits go to L1 (default: every one, as in the seed). Caches of one name share a
     /// thread's L1: the first to use it on a thread picks its rule.
     pub promotion: Promotion,
+    /// Which loaded values a full L2 keeps (default: every one, as in the seed).
+    pub admission: Admission,
     /// Time to live of values (default 30 s); zero means forever.
     pub ttl: Duration,
     /// Time to live of cached misses (default 5 s); zero means forever.
@@ -69,6 +87,7 @@ impl<T> Default for Options<T> {
         Self {
             l1_capacity: 100,
             promotion: Promotion::Always,
+            admission: Admission::Always,
             ttl: Duration::from_secs(30),
             neg_ttl: Duration::from_secs(5),
             resurrect_ttl: None,
@@ -87,6 +106,7 @@ impl<T> fmt::Debug for Options<T> {
         f.debug_struct("Options")
             .field("l1_capacity", &self.l1_capacity)
             .field("promotion", &self.promotion)
+            .field("admission", &self.admission)
             .field("ttl", &self.ttl)
             .field("neg_ttl", &self.neg_ttl)
             .field("resurrect_ttl", &self.resurrect_ttl)

@@ -10,6 +10,7 @@
 //! read once (not twice) while in the small queue moves to main, because L1 absorbs repeated
 //! reads and L2 sees few of them.
 
+use super::sketch::Sketch;
 use crate::linked_slab::{LinkedSlab, List};
 use crate::sync::atomic::{AtomicU8, Ordering};
 use std::collections::{HashMap, VecDeque};
@@ -66,6 +67,9 @@ pub(crate) struct Policy<P> {
     small_used: usize,
     capacity: usize,
     evictions: u64,
+    /// How often keys were asked for, made by the first [`Policy::admits`] (a shard no
+    /// cache with [`Admission::Frequency`](super::Admission) writes to keeps none).
+    sketch: Option<Sketch>,
 }
 
 impl<P: Tracked> Policy<P> {
@@ -80,6 +84,7 @@ impl<P: Tracked> Policy<P> {
             small_used: 0,
             capacity,
             evictions: 0,
+            sketch: None,
         }
     }
 
@@ -142,25 +147,58 @@ impl<P: Tracked> Policy<P> {
         slot.item
     }
 
+    /// Whether a new key of `hash` and `weight` should be stored (TinyLFU's admission): counts
+    /// the request, then, in a shard within an eighth of full (evictions keep a full shard's
+    /// live bytes a little below its capacity), lets it in only if it was asked for more often
+    /// than the entry the next eviction would look at first. (Letting in what the ghost
+    /// remembers as well gave 0.878 instead of 0.899 on the tiers bench's evicting regime.)
+    pub(crate) fn admits(&mut self, hash: u64, weight: usize) -> bool {
+        let entries = self.len();
+        let sketch = self.sketch.get_or_insert_with(Sketch::new);
+        sketch.fit(entries);
+        sketch.add(hash, 1);
+        if self.used + weight + self.capacity / 8 <= self.capacity {
+            return true;
+        }
+        let Some(victim) = self.victim_queue().1.back() else {
+            return true;
+        };
+        let victim = self.slab.get(victim);
+        // SAFETY: the victim is in the policy, so `insert`'s caller keeps it valid.
+        // Relaxed: see `touch`. Its reads since eviction last looked at it are not in the
+        // sketch yet: they count as well.
+        let unseen = unsafe { victim.item.freq() }.load(Ordering::Relaxed);
+        // Re-borrowed: `victim_queue` borrowed the whole policy.
+        let sketch = self.sketch.as_ref().expect("made above");
+        sketch.estimate(hash) > sketch.estimate(victim.hash).saturating_add(unseen)
+    }
+
+    /// The queue an eviction takes from: the small one while it holds over a tenth of the
+    /// bytes (or main is empty), else main.
+    fn victim_queue(&mut self) -> (&mut LinkedSlab<Slot<P>>, &mut List) {
+        let queue = if self.small_used > self.capacity / 10 || self.main.len() == 0 {
+            Queue::Small
+        } else {
+            Queue::Main
+        };
+        self.queue(queue)
+    }
+
     /// Evicts one entry by S3-FIFO and returns it; `None` when the shard is empty.
     pub(crate) fn evict(&mut self) -> Option<P> {
         // Each step evicts or lowers a frequency, but readers may raise them again: bound the
         // second chances, then evict the oldest entry regardless.
         for _ in 0..=self.len() * usize::from(MAX_FREQ + 1) {
-            let queue = if self.small_used > self.capacity / 10 || self.main.len() == 0 {
-                Queue::Small
-            } else {
-                Queue::Main
-            };
-            let index = self.queue(queue).1.back()?;
+            let index = self.victim_queue().1.back()?;
             let slot = self.slab.get(index);
             // SAFETY: the item is still in the policy, so `insert`'s caller keeps it valid.
             let freq = unsafe { slot.item.freq() };
             // Relaxed: see `touch`.
             let seen = freq.load(Ordering::Relaxed);
+            let (queue, hash) = (slot.queue, slot.hash);
             if seen == 0 {
                 if queue == Queue::Small {
-                    self.remember(slot.hash);
+                    self.remember(hash);
                 }
                 self.evictions += 1;
                 return Some(self.remove(index));
@@ -170,6 +208,11 @@ impl<P: Tracked> Policy<P> {
                 if queue == Queue::Small { 0 } else { seen - 1 },
                 Ordering::Relaxed,
             );
+            // For admission, the entry's count as it stands (its reads since the last look, and
+            // what is left of earlier ones): readers only bump the count, without the lock.
+            if let Some(sketch) = &mut self.sketch {
+                sketch.add(hash, seen);
+            }
             let slot = self.slab.get_mut(index);
             if slot.queue == Queue::Small {
                 self.small_used -= slot.weight;
@@ -274,6 +317,36 @@ mod tests {
             insert(&mut policy, item(), h, 10);
         }
         assert!(policy.used() <= policy.capacity());
+    }
+
+    #[test]
+    fn admission_lets_in_a_key_asked_for_more_often_than_the_next_victim() {
+        let mut policy = Policy::new(100);
+        for h in 0..10 {
+            let it = item();
+            insert(&mut policy, it, h, 10);
+            (0..3).for_each(|_| touch(it.0));
+        }
+        // Full, and the next victim was read three times since it was stored: a new key
+        // needs four requests.
+        for request in 1..=4 {
+            assert_eq!(policy.admits(1000, 10), request == 4, "request {request}");
+        }
+        // A key read once is outbid by a key asked for twice.
+        let mut policy = Policy::new(100);
+        for h in 0..10 {
+            let it = item();
+            insert(&mut policy, it, h, 10);
+            touch(it.0);
+        }
+        assert!(!policy.admits(2000, 10) && policy.admits(2000, 10));
+        // With room to spare (an eighth of the shard after the new entry), no contest.
+        let mut policy = Policy::new(100);
+        let it = item();
+        insert(&mut policy, it, 1, 70);
+        (0..3).for_each(|_| touch(it.0));
+        assert!(policy.admits(3000, 18));
+        assert!(!policy.admits(3001, 19), "within an eighth of full");
     }
 
     #[test]
