@@ -36,7 +36,7 @@
 //!   moka (TinyLFU) and quick_cache (CLOCK-Pro-like).
 
 use criterion::{BenchmarkId, Throughput};
-use mcb_benches::tiers::{entry_weight, get, get_local, key, ours_with, store};
+use mcb_benches::tiers::{entry_weight, get, get_local, get_or_load, key, ours_with, store};
 use mcb_benches::{
     criterion, next_key, print_hit_ratios, print_ratios, results_dir, thread_counts, time_threads,
     wanted, zipf,
@@ -262,14 +262,6 @@ impl Evicting {
         }
     }
 
-    /// Our get, loading on a miss; whether it hit. (A full shard may also refuse a load, its
-    /// tries used up: as a peer's insert that its policy rejects, the key is not kept.)
-    fn ours(cache: &Cache<u64>, k: u64) -> bool {
-        let load = || Ok::<_, String>(Loaded::some(k));
-        let got = cache.get(&key(k), &CallOptions::default(), Some(load));
-        got.expect("loads").level != Level::L3
-    }
-
     fn moka(&self, k: u64) -> bool {
         let hit = self.moka.get(&key(k)[..]).is_some();
         if !hit {
@@ -298,7 +290,7 @@ fn zipf_evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_
     let caches = Evicting::new(weight, capacity);
     let sides: [(&str, &(dyn Fn(u64) + Sync)); 3] = [
         ("ours", &|k| {
-            black_box(Evicting::ours(&caches.ours, k));
+            black_box(get_or_load(&caches.ours, k));
         }),
         ("moka", &|k| {
             black_box(caches.moka(k));
@@ -315,8 +307,8 @@ fn zipf_evicting(c: &mut criterion::Criterion, results: &std::path::Path, quick_
     for pass in 0..2 {
         for &k in &trace {
             let hit = [
-                Evicting::ours(&caches.ours, k),
-                Evicting::ours(&caches.ours_every_load, k),
+                get_or_load(&caches.ours, k),
+                get_or_load(&caches.ours_every_load, k),
                 caches.moka(k),
                 caches.quick(k),
             ];
@@ -429,9 +421,7 @@ fn hit_ratios(quick_run: bool) {
         let load = || Ok::<_, String>(Loaded::some(k));
         let opts = CallOptions::default();
         for (cache, hits) in [&admitting, &every_load].into_iter().zip(&mut hits) {
-            if cache.get(&key(k), &opts, Some(load)).expect("loads").level != Level::L3 {
-                *hits += 1;
-            }
+            *hits += usize::from(get_or_load(cache, k));
         }
         if lru.get(&key(k), &opts, Some(load)).expect("loads").level == Level::L1 {
             hits[2] += 1;

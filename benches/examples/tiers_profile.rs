@@ -10,11 +10,12 @@
 //! `l2_read`, `zipf` (Zipf 0.9 over 100k keys, the second-hit rule, 1000 L1 entries), each but
 //! `l1_hit_borrowed` and `l2_hit` also through a handle on this thread's L1 (`Cache::local`,
 //! made before the loop): `l1_hit_local`, `l2_read_local`, `zipf_local`; `quick_cache_hit`,
-//! `quick_cache_zipf`; `evicting` and `quick_cache_evicting`, the bench's evicting regime (a
-//! get, and on a miss a set, over a Zipf trace of twice the cache's entries), after a pass
-//! over the trace to fill the cache.
+//! `quick_cache_zipf`; `evicting` and `quick_cache_evicting`, the bench's evicting regime
+//! (ours a get that loads on a miss, frequency admission on; quick_cache a get and an insert
+//! on a miss; over a Zipf trace of twice the cache's entries), after a pass over the trace to
+//! fill the cache.
 
-use mcb_benches::tiers::{entry_weight, get, get_local, key, ours_with, store};
+use mcb_benches::tiers::{entry_weight, get, get_local, get_or_load, key, ours_with, store};
 use mcb_benches::zipf;
 use mcb_core::sync::PayloadArc;
 use mcb_core::tiers::{Admission, Cache, Level, Promotion};
@@ -56,8 +57,8 @@ fn evicting_trace() -> (Vec<u64>, usize) {
     (trace, distinct.len() / 2)
 }
 
-/// A pass over `trace` to fill the cache, then `n` of its operations (`op`: a get, and a set
-/// on a miss).
+/// A pass over `trace` to fill the cache, then `n` of its operations (`op`: a get, and on a
+/// miss a load or an insert).
 fn evicting(trace: &[u64], n: usize, op: impl Fn(u64)) {
     trace.iter().for_each(|&k| op(k));
     trace.iter().cycle().take(n).for_each(|&k| op(k));
@@ -148,11 +149,10 @@ fn main() {
         }
         "evicting" => {
             let (trace, capacity) = evicting_trace();
-            let cache = ours(entry_weight() * capacity, 16, 1000, Promotion::SecondHit);
+            let l2 = store(entry_weight() * capacity, 16);
+            let cache = ours_with(l2, 1000, Promotion::SecondHit, Admission::Frequency);
             evicting(&trace, n, |k| {
-                if get(&cache, k) == Level::Miss {
-                    let _ = cache.put(&key(k), k);
-                }
+                black_box(get_or_load(&cache, k));
             });
         }
         "quick_cache_evicting" => {

@@ -109,6 +109,15 @@ pub mod tiers {
             .level
     }
 
+    /// A get of key `k` that loads it on a miss (a cache-aside loop through the cache's
+    /// loader); whether it hit. (A full shard may decline or fail to keep the load: as a
+    /// peer's insert that its policy rejects, the key is not kept.)
+    pub fn get_or_load(cache: &Cache<u64>, k: u64) -> bool {
+        let load = || Ok::<_, String>(Loaded::some(k));
+        let got = cache.get(&key(k), &CallOptions::default(), Some(load));
+        got.expect("loads").level != Level::L3
+    }
+
     /// [`get`] through a handle on this thread's L1.
     pub fn get_local(local: &Local<'_, u64>, k: u64) -> Level {
         local

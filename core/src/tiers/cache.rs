@@ -918,7 +918,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         // Read before the write, as in `read_and_promote`, for a load.
         let mut before = self.ns.generation(stripe);
         let admit = !strict && self.opts.admission == Admission::Frequency;
-        let stored = l2.insert(ns, key, entry, (pending.opts.tries, admit), || {
+        let stored = l2.insert(ns, key, entry, pending.opts.tries, admit, || {
             let bump = strict && !mutant::active(Mutant::SetSkipsBump);
             bump.then(|| self.ns.bump(stripe))
         });

@@ -699,7 +699,8 @@ impl<T: Send + Sync + 'static> L2<T> {
         ns: u32,
         key: &[u8],
         entry: Entry<T>,
-        (tries, admit): (u32, bool),
+        tries: u32,
+        admit: bool,
         published: impl FnOnce() -> R,
     ) -> Result<Option<R>, Error> {
         let probe = self.probe(ns, key);

@@ -42,9 +42,10 @@ pub enum Admission {
     Always,
     /// TinyLFU's rule: a loaded value of a key L2 does not hold, into a shard within an eighth
     /// of full, is kept only if its key was asked for more often lately than the entry the
-    /// shard would evict first (requests counted in a sketch of about four bytes per entry,
-    /// reads counted when eviction looks at an entry) or if S3-FIFO's ghost remembers it. The
-    /// caller gets its value either way, and this thread's L1 keeps it; `set` always stores.
+    /// shard would evict first (requests counted in a sketch of eight to sixteen bytes per
+    /// entry, beside the budget; reads counted when eviction looks at an entry, and the
+    /// victim's reads since then added to its count). The caller gets its value either way,
+    /// and this thread's L1 keeps it; `set` always stores.
     /// On Zipf 0.9 over twice the cache it keeps 0.902-0.904 of the reads (`Always`: 0.868,
     /// moka 0.895); on Zipf with a one-pass scan 0.517-0.526 (`Always`: 0.522).
     Frequency,

@@ -153,24 +153,26 @@ impl<P: Tracked> Policy<P> {
     /// than the entry the next eviction would look at first. (Letting in what the ghost
     /// remembers as well gave 0.878 instead of 0.899 on the tiers bench's evicting regime.)
     pub(crate) fn admits(&mut self, hash: u64, weight: usize) -> bool {
+        let full = self.used + weight + self.capacity / 8 > self.capacity;
+        // The next victim's hash and its reads since eviction last looked at it (not in the
+        // sketch yet: they count as well).
+        let victim = match self.victim_queue().1.back() {
+            Some(index) if full => {
+                let victim = self.slab.get(index);
+                // SAFETY: the victim is in the policy, so `insert`'s caller keeps it valid.
+                // Relaxed: see `touch`.
+                let unseen = unsafe { victim.item.freq() }.load(Ordering::Relaxed);
+                Some((victim.hash, unseen))
+            }
+            _ => None,
+        };
         let entries = self.len();
         let sketch = self.sketch.get_or_insert_with(Sketch::new);
         sketch.fit(entries);
         sketch.add(hash, 1);
-        if self.used + weight + self.capacity / 8 <= self.capacity {
-            return true;
-        }
-        let Some(victim) = self.victim_queue().1.back() else {
-            return true;
-        };
-        let victim = self.slab.get(victim);
-        // SAFETY: the victim is in the policy, so `insert`'s caller keeps it valid.
-        // Relaxed: see `touch`. Its reads since eviction last looked at it are not in the
-        // sketch yet: they count as well.
-        let unseen = unsafe { victim.item.freq() }.load(Ordering::Relaxed);
-        // Re-borrowed: `victim_queue` borrowed the whole policy.
-        let sketch = self.sketch.as_ref().expect("made above");
-        sketch.estimate(hash) > sketch.estimate(victim.hash).saturating_add(unseen)
+        victim.is_none_or(|(victim, unseen)| {
+            sketch.estimate(hash) > sketch.estimate(victim).saturating_add(unseen)
+        })
     }
 
     /// The queue an eviction takes from: the small one while it holds over a tenth of the
