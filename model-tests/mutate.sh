@@ -148,6 +148,12 @@ add seg-displace-moving-relaxed core/src/store/seg/index.rs store \
 add index-first-bucket-skipped core/src/store/seg/index.rs store \
     'if used < FIRST_UNTIL {' 'if false {' \
     "inserts go to the emptier bucket, not the first until it holds six: half the keys are found by the second probe only"
+add index-evicts-before-doubling core/src/store/seg/mod.rs store \
+    'Vacancy::Full { .. } if !grown && self.index.may_grow() =>' 'Vacancy::Full { .. } if false =>' \
+    "a new key whose buckets are full evicts an item while the table may still double"
+add index-room-not-migrated core/src/store/seg/mod.rs store \
+    'self.index.migrate(usize::MAX, |loc| self.hash_at(loc));' '' \
+    "a write that waits for the index to double retries before the doubling moved its buckets"
 add counts-claim-relaxed core/src/sync/counts.rs store \
     '.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)' \
     '.compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)' \

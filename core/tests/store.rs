@@ -384,6 +384,44 @@ fn a_stream_of_items_written_once_passes_through_without_evicting_items_read_sin
 }
 
 #[test]
+fn a_reader_pinned_through_a_fill_holds_the_index_doubling_back_but_costs_no_item() {
+    // The index doubles into the table it left a doubling ago, once no reader can still read
+    // that one: a thread pinned meanwhile (a reader descheduled on a loaded machine) holds the
+    // next doubling back. A write whose key's buckets are full then waits for it, rather than
+    // evict an item from a table far from full.
+    let s = Arc::new(evicting_store());
+    let value = "v".repeat(100);
+    let n = 8_000;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (pinned, is_pinned) = std::sync::mpsc::channel();
+    let reader = {
+        let (s, done) = (Arc::clone(&s), Arc::clone(&done));
+        thread::spawn(move || {
+            let _pin = s.pin();
+            pinned.send(()).unwrap();
+            // About 300 ms, or until the writer is done (which it is not, if it waits).
+            for _ in 0..300 {
+                // SeqCst: a test's flag.
+                if done.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+    };
+    is_pinned.recv().unwrap();
+    for i in 0..n {
+        put(&s, &format!("fill:{i:06}"), &value, StoreOp::Set).unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    reader.join().unwrap();
+    let kept = (0..n)
+        .filter(|i| s.get(format!("fill:{i:06}").as_bytes()).is_some())
+        .count();
+    assert_eq!((kept, s.stats().evictions), (n, 0));
+}
+
+#[test]
 fn an_eviction_keeps_a_large_item_only_if_it_was_read_twice() {
     // Room for a large item read once would hold several small ones read as often: an
     // eviction keeps an item read once only up to a bit over its segment's mean item, one

@@ -408,6 +408,7 @@ impl Store {
         } else {
             Some(self.copy_of(&item.item, false)?)
         };
+        let mut grown = false;
         loop {
             let target = copy.as_ref().map_or(&item.item, |c| &c.item);
             let locked = self.engine.lock(hash);
@@ -421,7 +422,7 @@ impl Store {
             };
             match self
                 .engine
-                .publish(&locked, found.slot(), target, meta, None)
+                .publish(&locked, found.slot(), target, meta, None, grown)
             {
                 Ok((cas, grow)) => {
                     drop(locked);
@@ -431,6 +432,11 @@ impl Store {
                 Err(Unpublished::Wide) => {
                     drop(locked);
                     copy = Some(self.copy_of(&item.item, true)?);
+                }
+                Err(Unpublished::Grow) => {
+                    drop(locked);
+                    self.engine.make_room(now);
+                    grown = true;
                 }
                 Err(Unpublished::IndexFull) => return Err(Error::NoMemory),
             }
@@ -463,7 +469,7 @@ impl Store {
         mut make: impl FnMut(Option<&ItemRef<'s>>) -> Result<(ItemRef<'s>, u32), Error>,
     ) -> Result<(u64, ItemRef<'s>), Error> {
         self.settle_flush(now);
-        let mut short = 0;
+        let (mut short, mut grown) = (0, false);
         loop {
             let current = self.get_held(key, hash, now);
             let (new, meta) = match make(current.as_ref()) {
@@ -496,7 +502,7 @@ impl Store {
                 .flatten();
             match self
                 .engine
-                .publish(&locked, found.slot(), &new.item, meta, cas)
+                .publish(&locked, found.slot(), &new.item, meta, cas, grown)
             {
                 Ok((cas, grow)) => {
                     drop(locked);
@@ -505,6 +511,11 @@ impl Store {
                 }
                 // Its segment is too old for a CAS word: the next try reserves anew.
                 Err(Unpublished::Wide) => continue,
+                Err(Unpublished::Grow) => {
+                    drop(locked);
+                    self.engine.make_room(now);
+                    grown = true;
+                }
                 Err(Unpublished::IndexFull) => return Err(Error::NoMemory),
             }
         }

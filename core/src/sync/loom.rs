@@ -274,7 +274,7 @@ pub mod epoch {
         }
     }
 
-    pub use model::mark_freed_when_unpinned;
+    pub use model::{is_pinned, mark_freed_when_unpinned};
 
     /// The models' collector. crossbeam's collector frees nothing while a model's threads run
     /// (a thread's bag holds 64 retired nodes before it is even offered for collection), so a
@@ -335,6 +335,12 @@ pub mod epoch {
                     node.1 != 0
                 });
             }
+        }
+
+        /// Whether the calling thread holds a guard.
+        pub fn is_pinned() -> bool {
+            // SeqCst: as every access of the pin counts (test instrumentation).
+            PINS[thread_index()].load(Ordering::SeqCst) > 0
         }
 
         /// Marks `freed` (the flag of a node just unlinked and retired) once every thread pinned

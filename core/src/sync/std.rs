@@ -202,4 +202,9 @@ pub mod epoch {
 
     /// A pinned thread (see [`Domain::pin`]).
     pub type Pinned = Guard;
+
+    /// Whether the calling thread is pinned (a grace period it waits for would wait for it).
+    pub fn is_pinned() -> bool {
+        crossbeam_epoch::is_pinned()
+    }
 }

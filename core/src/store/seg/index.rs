@@ -21,9 +21,11 @@
 //! into buckets `b` and `b + n` of `2n` (one more hash bit; the second choice splits the same
 //! way), and the two tables live in two mappings used in turn. A migrator moves old buckets in order, under their locks, and advances a
 //! cursor (Release); a reader or writer reads a bucket below the cursor in the new table and
-//! one at or above it in the old one. A doubling starts at two thirds full (or at the first
-//! eviction an insert makes before the table is at its largest), and an insert may still move
-//! an item meanwhile, within the table the item lies in: a cache far from full evicts nothing.
+//! one at or above it in the old one. A doubling starts at two thirds full (or when an insert
+//! finds a full pair before the table is at its largest: the store then doubles, waiting for
+//! the last doubling's grace period if it must, before it evicts for room), and an insert may
+//! still move an item meanwhile, within the table the item lies in: a cache far from full
+//! evicts nothing.
 //! Old buckets keep their slots after they moved, so a reader
 //! that read the cursor before a bucket moved reads a version that was current when it began;
 //! segments those stale slots point into are reclaimed only after every such reader unpinned
@@ -478,7 +480,7 @@ impl Index {
     }
 
     /// Whether the table may double now.
-    fn may_grow(&self) -> bool {
+    pub(crate) fn may_grow(&self) -> bool {
         let state = self.state();
         !state.growing && state.buckets * 2 <= self.max_buckets
     }
@@ -727,6 +729,15 @@ pub(crate) struct Pos {
     slot: usize,
 }
 
+/// Where a new key's slot goes ([`Locked::vacancy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Vacancy {
+    /// A free slot, in a bucket that holds `used` slots.
+    Free { pos: Pos, used: usize },
+    /// Both buckets are full: `victim`'s slot would give way.
+    Full { victim: Pos },
+}
+
 impl Locked<'_> {
     fn buckets(&self) -> impl Iterator<Item = &Bucket> {
         std::iter::once(&self.first).chain(self.second.as_ref())
@@ -807,11 +818,32 @@ impl Locked<'_> {
         self.index.count(-1);
     }
 
-    /// Whether a slot is free in the buckets.
-    pub(crate) fn has_room(&self) -> bool {
-        // Relaxed: under the lock.
-        self.cells()
-            .any(|(_, cell)| cell.load(Ordering::Relaxed) & OCCUPIED == 0)
+    /// Where a new key's slot goes: in its first bucket while that holds fewer than
+    /// [`FIRST_UNTIL`], else in the emptier bucket. When both are full, one of their slots
+    /// moves to its other bucket if that has room; else the slot of an item not read since
+    /// it was written (else the first) is the one that would give way.
+    pub(crate) fn vacancy(&self) -> Vacancy {
+        let mut best: Option<(usize, Pos)> = None;
+        for bucket in self.buckets() {
+            if let (used, Some(pos)) = self.room(*bucket) {
+                if best.is_none_or(|(u, _)| used < u) {
+                    best = Some((used, pos));
+                }
+                // The first bucket comes first (see `buckets`).
+                if used < FIRST_UNTIL {
+                    break;
+                }
+            }
+        }
+        if let Some((used, pos)) = best.or_else(|| self.displace().map(|pos| (SLOTS, pos))) {
+            return Vacancy::Free { pos, used };
+        }
+        let victim = self
+            .cells()
+            // Relaxed: under the lock.
+            .find(|(_, cell)| cell.load(Ordering::Relaxed) & FREQ == 0)
+            .map_or_else(|| self.cells().next().expect("a bucket").0, |(pos, _)| pos);
+        Vacancy::Full { victim }
     }
 
     /// The first free slot of `bucket` and how many are used.
@@ -831,43 +863,30 @@ impl Locked<'_> {
     }
 
     /// Inserts a slot for `loc` (a key the buckets do not hold), counted as read `reads` times,
-    /// in its first bucket while that holds fewer than [`FIRST_UNTIL`], else in the emptier
-    /// bucket. When both are full, one of their slots moves to its other bucket
-    /// if that has room; else the slot of an item not read since it was written (else the
-    /// first) gives way, and its location is returned: that item is evicted. Also says whether
-    /// the table wants to grow.
-    pub(crate) fn insert(&self, loc: Loc, reads: u8) -> (Option<Loc>, bool) {
-        let mut best: Option<(usize, Pos)> = None;
-        for bucket in self.buckets() {
-            if let (used, Some(pos)) = self.room(*bucket) {
-                if best.is_none_or(|(u, _)| used < u) {
-                    best = Some((used, pos));
-                }
-                // The first bucket comes first (see `buckets`).
-                if used < FIRST_UNTIL {
-                    break;
-                }
+    /// at `vacancy` (of [`Locked::vacancy`], nothing written since). When the buckets were
+    /// full, the victim's location is returned: that item is evicted. Also says whether the
+    /// table wants to grow.
+    pub(crate) fn fill(&self, vacancy: Vacancy, loc: Loc, reads: u8) -> (Option<Loc>, bool) {
+        let value = slot(self.hash.tag(), loc) | freq(reads);
+        match vacancy {
+            Vacancy::Free { pos, used } => {
+                self.publish(pos, value);
+                self.index.count(1);
+                (None, used + 1 >= SLOTS - 2 && self.index.wants_growth())
+            }
+            Vacancy::Full { victim } => {
+                // Relaxed: under the lock.
+                let old = self.cell(victim).load(Ordering::Relaxed);
+                self.publish(victim, value);
+                (Some(slot_loc(old)), self.index.wants_growth())
             }
         }
-        let value = slot(self.hash.tag(), loc) | freq(reads);
-        if let Some((used, pos)) = best.or_else(|| self.displace().map(|pos| (SLOTS, pos))) {
-            self.publish(pos, value);
-            self.index.count(1);
-            return (None, used + 1 >= SLOTS - 2 && self.index.wants_growth());
-        }
-        let (pos, old) = self
-            .cells()
-            // Relaxed: under the lock.
-            .map(|(pos, cell)| (pos, cell.load(Ordering::Relaxed)))
-            .find(|(_, v)| v & FREQ == 0)
-            .unwrap_or_else(|| {
-                let first = self.cells().next().expect("a bucket");
-                // Relaxed: under the lock.
-                (first.0, first.1.load(Ordering::Relaxed))
-            });
-        self.publish(pos, value);
-        // An eviction before the table is full asks for a doubling whatever the load.
-        (Some(slot_loc(old)), self.index.may_grow())
+    }
+
+    /// [`Locked::fill`] at [`Locked::vacancy`].
+    #[cfg(any(test, mcb_loom))]
+    pub(crate) fn insert(&self, loc: Loc, reads: u8) -> (Option<Loc>, bool) {
+        self.fill(self.vacancy(), loc, reads)
     }
 
     /// Moves a slot of the (full) buckets to its other bucket where that has room, and returns

@@ -49,7 +49,7 @@ use crate::sync::epoch::{Domain, Pinned};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Mutex, PayloadArc};
 use ghost::Ghost;
-use index::{Index, MAX_OFFSET, SLOTS};
+use index::{Index, Vacancy, MAX_OFFSET, SLOTS};
 use reclaim::Patience;
 use segments::{Lane, Segments, Step};
 use std::fmt;
@@ -102,6 +102,9 @@ pub(crate) enum Unpublished {
     Wide,
     /// The index has no slot for the key and eviction is off.
     IndexFull,
+    /// The index has no slot for the key but may double: grow it ([`Engine::make_room`]) and
+    /// retry, rather than evict an item from a table that is not full.
+    Grow,
 }
 
 /// What one eviction did.
@@ -513,7 +516,8 @@ impl Engine {
     /// Publishes `item` (reserved, unpublished, of the locked key) with `meta` as its meta
     /// word, in place of `old` or in a new slot: stamps its CAS (a new one, or `cas` kept from
     /// the item it replaces), stores the slot, updates the counts. Returns the CAS and whether
-    /// the index wants to grow, or why not.
+    /// the index wants to grow, or why not. A new key whose buckets are full evicts an item
+    /// only once the caller `grown` the index for it (or the index may not grow).
     pub(crate) fn publish(
         &self,
         locked: &Locked<'_>,
@@ -521,30 +525,39 @@ impl Engine {
         item: &Item<'_>,
         meta: u32,
         cas: Option<u64>,
+        grown: bool,
     ) -> Result<(u64, bool), Unpublished> {
         let loc = item.loc().expect("a placed item");
-        if old.is_none() && !self.eviction && !locked.has_room() {
-            return Err(Unpublished::IndexFull);
-        }
+        let vacancy = match old {
+            Some(_) => None,
+            None => match locked.vacancy() {
+                Vacancy::Full { .. } if !grown && self.index.may_grow() => {
+                    return Err(Unpublished::Grow)
+                }
+                Vacancy::Full { .. } if !self.eviction => return Err(Unpublished::IndexFull),
+                vacancy => Some(vacancy),
+            },
+        };
         let cas = cas.unwrap_or_else(|| self.next_cas());
         if !item.stamp(cas, self.segs.cas_base(loc.seg), meta) {
             return Err(Unpublished::Wide);
         }
         self.segs.link(loc.seg, item.size());
         self.segs.note_expiry(loc.seg, item.exptime());
-        let grow = match old {
-            Some((pos, old)) => {
+        let grow = match (old, vacancy) {
+            (Some((pos, old)), _) => {
                 locked.replace(pos, loc);
                 self.dead(old);
                 false
             }
-            None => {
+            (None, vacancy) => {
                 // A key evicted unread lately starts as read (see `ghost`).
                 // It does not arm the eviction's lane: in a cache nobody reads, keeping what
                 // comes back is no use (and false recalls of a fill of distinct keys held a
                 // segment ahead: 1.5% of the items a 64 MiB cache kept).
                 let seen = self.ghost.recall(locked.hash());
-                let (victim, grow) = locked.insert(loc, u8::from(seen));
+                let vacancy = vacancy.expect("a new key's vacancy");
+                let (victim, grow) = locked.fill(vacancy, loc, u8::from(seen));
                 if let Some(victim) = victim {
                     // The index had no room for the key: an item gives way.
                     if let Some(gone) = self.item_at(victim) {
@@ -577,10 +590,44 @@ impl Engine {
     pub(crate) fn grow(&self, now: u32) {
         // Brief: a write that finds no room for the index goes on without the doubling (the
         // next one that asks tries again).
-        let mut patience = Patience::brief();
+        self.double(now, false, &mut Patience::brief());
+    }
+
+    /// Doubles the index (or finishes the doubling under way) for a key whose buckets are full
+    /// ([`Unpublished::Grow`]), with no lock held: waits for the grace period of the last
+    /// doubling's table as a patient reservation waits for a segment's (unless this thread is
+    /// pinned, which would hold that grace period back itself).
+    pub(crate) fn make_room(&self, now: u32) {
+        let mut patience = if crate::sync::epoch::is_pinned() {
+            Patience::brief()
+        } else {
+            Patience::new()
+        };
+        self.double(now, true, &mut patience);
+    }
+
+    /// Starts a doubling the index wants (`urgent`: one it may make, then moves every bucket,
+    /// as the full ones may not have moved yet).
+    fn double(&self, now: u32, urgent: bool, patience: &mut Patience) {
         loop {
             self.index.clear_stale();
-            if !self.index.wants_growth() {
+            if self.index.growing() {
+                if !urgent {
+                    return;
+                }
+                self.index.migrate(usize::MAX, |loc| self.hash_at(loc));
+                // Still growing: another thread migrates.
+                if !self.index.growing() || !patience.wait() {
+                    return;
+                }
+                continue;
+            }
+            let wanted = if urgent {
+                self.index.may_grow()
+            } else {
+                self.index.wants_growth()
+            };
+            if !wanted {
                 return;
             }
             let room = self.segs.charge(
@@ -590,11 +637,11 @@ impl Engine {
                 now,
             );
             let went_on = match room {
-                Ok(()) if self.index.start_growth() => return,
+                Ok(()) if self.index.start_growth() => urgent,
                 // The last doubling's old table waits for its grace period (which needs the
                 // collector driven: writes do not pin), or another thread migrates.
                 Ok(()) => patience.wait(),
-                Err(step) => self.follow(step, &mut patience, now).is_ok(),
+                Err(step) => self.follow(step, patience, now).is_ok(),
             };
             if !went_on {
                 return;
