@@ -33,6 +33,30 @@
 #define MCB_CACHE_NO_RESURRECT -1
 
 /**
+ * `promotion`: every L2 hit goes to this thread's L1 (the default, as in lua-resty-mlcache).
+ */
+#define MCB_CACHE_PROMOTE_ALWAYS 0
+
+/**
+ * `promotion`: a key's second L1 miss on this thread within about `l1_capacity` misses goes
+ * to L1, so that keys read once stay in L2 and L1 holds what this thread reads again.
+ */
+#define MCB_CACHE_PROMOTE_SECOND_HIT 1
+
+/**
+ * `admission`: a full L2 keeps every loaded value, evicting for it (the default, as in
+ * lua-resty-mlcache).
+ */
+#define MCB_CACHE_ADMIT_ALWAYS 0
+
+/**
+ * `admission`: a full L2 keeps a loaded value only if its key was asked for more often lately
+ * than the entry it would evict (TinyLFU; the caller gets its value either way, and its L1
+ * keeps it). `mcb_cache_set` always stores.
+ */
+#define MCB_CACHE_ADMIT_FREQUENCY 1
+
+/**
  * Where a value came from (`mcb_cache_value.level`), as in lua-resty-mlcache.
  */
 #define MCB_CACHE_LEVEL_MISS -1
@@ -66,7 +90,8 @@ typedef enum mcb_cache_status {
    */
   MCB_CACHE_OK = 0,
   /**
-   * A null pointer, a negative ttl, zero capacity or tries, a zero resurrect ttl...
+   * A null pointer, a negative ttl, zero capacity or tries, a zero resurrect ttl, an unknown
+   * promotion or admission rule...
    */
   MCB_CACHE_INVALID_ARGUMENT = 1,
   /**
@@ -139,6 +164,15 @@ typedef struct mcb_cache_options {
    * Tries to make room in a full L2 (> 0).
    */
   uint32_t set_tries;
+  /**
+   * Which L2 hits go to L1: `MCB_CACHE_PROMOTE_*`. Caches of one name share a thread's L1:
+   * the first to use it on a thread picks its rule.
+   */
+  int32_t promotion;
+  /**
+   * Which loaded values a full L2 keeps: `MCB_CACHE_ADMIT_*`.
+   */
+  int32_t admission;
 } mcb_cache_options;
 
 /**
@@ -292,7 +326,8 @@ void mcb_l2_free(struct mcb_l2 *l2);
 
 /**
  * Fills `out` with the defaults (lua-resty-mlcache's): L1 of 100, ttl 30 s, neg ttl 5 s, no
- * resurrection, lock timeout 5 s and expiry 30 s, 3 tries.
+ * resurrection, lock timeout 5 s and expiry 30 s, 3 tries, every L2 hit promoted, every
+ * loaded value kept.
  *
  * # Safety
  * `out` is NULL (then nothing happens) or valid for a write.

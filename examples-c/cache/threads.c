@@ -2,8 +2,8 @@
  * The cache tiers from C: several pthreads read the same keys through one cache, so each
  * key's loader runs exactly once (single flight) and later reads hit the thread's own L1 or
  * the shared L2. Then, on the main thread: set, peek, delete, purge, update, a bulk get,
- * negative caching, a failing loader, the isolation of two cache names on one store, and the
- * rejection of bad arguments. Every return code is checked; the program exits 0 on success.
+ * negative caching, a failing loader, the isolation of two cache names on one store, the
+ * promotion and admission rules, and the rejection of bad arguments. Every return code is checked; the program exits 0 on success.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -100,6 +100,67 @@ static void *reader(void *arg) {
 }
 
 static const uint8_t *k(const char *s) { return (const uint8_t *)s; }
+
+/* The levels of three reads of "h" on a thread of its own. */
+struct levels {
+    mcb_cache *cache;
+    int32_t level[3];
+};
+
+static void *read_thrice(void *arg) {
+    struct levels *l = arg;
+    for (int i = 0; i < 3; i++) {
+        mcb_cache_value v;
+        OK(mcb_cache_get(l->cache, k("h"), 1, NULL, NULL, &v));
+        CHECK(v.has_value);
+        l->level[i] = v.level;
+        mcb_cache_value_free(&v);
+    }
+    return NULL;
+}
+
+/*
+ * A one-off load into a full L2 under admission `rule`: it is served either way, and kept in
+ * L2 (seen by peek) only if the rule lets it in. L2 is filled with keys read three times each
+ * (an L1 of one entry, so that the reads reach L2).
+ */
+static bool one_off_load_kept(int32_t rule) {
+    mcb_l2 *l2 = NULL;
+    OK(mcb_l2_new(4096, 1, &l2));
+    mcb_cache_options opts;
+    mcb_cache_options_default(&opts);
+    CHECK(opts.admission == MCB_CACHE_ADMIT_ALWAYS && opts.promotion == MCB_CACHE_PROMOTE_ALWAYS);
+    opts.admission = rule;
+    opts.l1_capacity = 1;
+    mcb_cache *cache = NULL;
+    OK(mcb_cache_new(l2, "admission", &opts, NULL, &cache));
+    for (int i = 0; i < 100; i++) {
+        char key[16];
+        key_name(i, key, sizeof key);
+        OK(mcb_cache_set(cache, k(key), strlen(key), k("0123456789"), 10, MCB_CACHE_TTL_DEFAULT));
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 100; i++) {
+            char key[16];
+            key_name(i, key, sizeof key);
+            mcb_cache_value v;
+            OK(mcb_cache_get(cache, k(key), strlen(key), NULL, NULL, &v));
+            mcb_cache_value_free(&v);
+        }
+    }
+    struct source src = {0};
+    mcb_cache_value v;
+    OK(mcb_cache_get(cache, k("once"), 4, load_value, &src, &v));
+    expect_value(&v, "once");
+    CHECK(v.level == MCB_CACHE_LEVEL_L3);
+    mcb_cache_value_free(&v);
+    mcb_cache_peeked p;
+    OK(mcb_cache_peek(cache, k("once"), 4, false, &p));
+    mcb_cache_value_free(&p.value);
+    mcb_cache_free(cache);
+    mcb_l2_free(l2);
+    return p.present;
+}
 
 int main(void) {
     mcb_l2 *l2 = NULL;
@@ -204,11 +265,36 @@ int main(void) {
     mcb_cache_options_default(&opts);
     opts.resurrect_ttl_ms = 0;
     CHECK(mcb_cache_new(l2, "bad", &opts, NULL, &untouched) == MCB_CACHE_INVALID_ARGUMENT);
+    mcb_cache_options_default(&opts);
+    opts.promotion = 7;
+    CHECK(mcb_cache_new(l2, "bad", &opts, NULL, &untouched) == MCB_CACHE_INVALID_ARGUMENT);
+    mcb_cache_options_default(&opts);
+    opts.admission = -1;
+    CHECK(mcb_cache_new(l2, "bad", &opts, NULL, &untouched) == MCB_CACHE_INVALID_ARGUMENT);
+    CHECK(untouched == NULL);
     CHECK(mcb_cache_get(NULL, k("k"), 1, NULL, NULL, &v) == MCB_CACHE_INVALID_ARGUMENT);
     CHECK(mcb_cache_get(users, NULL, 1, NULL, NULL, &v) == MCB_CACHE_INVALID_ARGUMENT);
     CHECK(mcb_cache_set(users, k("k"), 1, k("v"), 1, -7) == MCB_CACHE_INVALID_ARGUMENT);
     CHECK(mcb_cache_get_bulk(users, NULL, 4, 0, results) == MCB_CACHE_INVALID_ARGUMENT);
     CHECK(mcb_cache_get_into(users, k("k"), 1, NULL, NULL, NULL, 4, &c) == MCB_CACHE_INVALID_ARGUMENT);
+
+    /* Admission: a full L2 keeps a one-off load by default, not under the frequency rule. */
+    CHECK(one_off_load_kept(MCB_CACHE_ADMIT_ALWAYS));
+    CHECK(!one_off_load_kept(MCB_CACHE_ADMIT_FREQUENCY));
+    /* Second-hit promotion: on a thread that did not set it, a key's first L2 hit stays in L2,
+     * its second goes to L1. */
+    mcb_cache_options_default(&opts);
+    opts.promotion = MCB_CACHE_PROMOTE_SECOND_HIT;
+    mcb_cache *hits = NULL;
+    OK(mcb_cache_new(l2, "hits", &opts, NULL, &hits));
+    OK(mcb_cache_set(hits, k("h"), 1, k("x"), 1, MCB_CACHE_TTL_DEFAULT));
+    struct levels seen = {hits, {0}};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, read_thrice, &seen) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(seen.level[0] == MCB_CACHE_LEVEL_L2 && seen.level[1] == MCB_CACHE_LEVEL_L2);
+    CHECK(seen.level[2] == MCB_CACHE_LEVEL_L1);
+    mcb_cache_free(hits);
 
     mcb_cache_free(users);
     mcb_cache_free(sessions);

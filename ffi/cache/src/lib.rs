@@ -11,7 +11,9 @@
 
 use mcb_abi::boundary::guard;
 use mcb_core::sync::PayloadArc;
-use mcb_core::tiers::{self, BulkOp, CallOptions, Level, LockOptions, Options};
+use mcb_core::tiers::{
+    self, Admission, BulkOp, CallOptions, Level, LockOptions, Options, Promotion,
+};
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 use std::time::Duration;
@@ -22,7 +24,8 @@ use std::time::Duration;
 pub enum mcb_cache_status {
     /// Success.
     MCB_CACHE_OK = 0,
-    /// A null pointer, a negative ttl, zero capacity or tries, a zero resurrect ttl...
+    /// A null pointer, a negative ttl, zero capacity or tries, a zero resurrect ttl, an unknown
+    /// promotion or admission rule...
     MCB_CACHE_INVALID_ARGUMENT = 1,
     /// The loader reported an error (or a bad result); nothing was cached.
     MCB_CACHE_LOADER_FAILED = 2,
@@ -52,6 +55,20 @@ pub const MCB_CACHE_LOAD_ERROR: i32 = 2;
 pub const MCB_CACHE_TTL_DEFAULT: i64 = -1;
 /// `resurrect_ttl_ms` meaning "no resurrection".
 pub const MCB_CACHE_NO_RESURRECT: i64 = -1;
+
+/// `promotion`: every L2 hit goes to this thread's L1 (the default, as in lua-resty-mlcache).
+pub const MCB_CACHE_PROMOTE_ALWAYS: i32 = 0;
+/// `promotion`: a key's second L1 miss on this thread within about `l1_capacity` misses goes
+/// to L1, so that keys read once stay in L2 and L1 holds what this thread reads again.
+pub const MCB_CACHE_PROMOTE_SECOND_HIT: i32 = 1;
+
+/// `admission`: a full L2 keeps every loaded value, evicting for it (the default, as in
+/// lua-resty-mlcache).
+pub const MCB_CACHE_ADMIT_ALWAYS: i32 = 0;
+/// `admission`: a full L2 keeps a loaded value only if its key was asked for more often lately
+/// than the entry it would evict (TinyLFU; the caller gets its value either way, and its L1
+/// keeps it). `mcb_cache_set` always stores.
+pub const MCB_CACHE_ADMIT_FREQUENCY: i32 = 1;
 
 /// Where a value came from (`mcb_cache_value.level`), as in lua-resty-mlcache.
 pub const MCB_CACHE_LEVEL_MISS: i32 = -1;
@@ -83,6 +100,11 @@ pub struct mcb_cache_options {
     pub lock_expiry_ms: i64,
     /// Tries to make room in a full L2 (> 0).
     pub set_tries: u32,
+    /// Which L2 hits go to L1: `MCB_CACHE_PROMOTE_*`. Caches of one name share a thread's L1:
+    /// the first to use it on a thread picks its rule.
+    pub promotion: i32,
+    /// Which loaded values a full L2 keeps: `MCB_CACHE_ADMIT_*`.
+    pub admission: i32,
 }
 
 /// What a loader hands back; `ttl_ms` arrives set to `MCB_CACHE_TTL_DEFAULT`.
@@ -228,7 +250,8 @@ pub unsafe extern "C" fn mcb_l2_free(l2: *mut mcb_l2) {
 }
 
 /// Fills `out` with the defaults (lua-resty-mlcache's): L1 of 100, ttl 30 s, neg ttl 5 s, no
-/// resurrection, lock timeout 5 s and expiry 30 s, 3 tries.
+/// resurrection, lock timeout 5 s and expiry 30 s, 3 tries, every L2 hit promoted, every
+/// loaded value kept.
 ///
 /// # Safety
 /// `out` is NULL (then nothing happens) or valid for a write.
@@ -244,6 +267,14 @@ pub unsafe extern "C" fn mcb_cache_options_default(out: *mut mcb_cache_options) 
             lock_timeout_ms: ms(defaults.lock.timeout),
             lock_expiry_ms: ms(defaults.lock.expiry),
             set_tries: defaults.set_tries,
+            promotion: match defaults.promotion {
+                Promotion::Always => MCB_CACHE_PROMOTE_ALWAYS,
+                Promotion::SecondHit => MCB_CACHE_PROMOTE_SECOND_HIT,
+            },
+            admission: match defaults.admission {
+                Admission::Always => MCB_CACHE_ADMIT_ALWAYS,
+                Admission::Frequency => MCB_CACHE_ADMIT_FREQUENCY,
+            },
         };
         if !out.is_null() {
             // SAFETY: non-null and valid for a write (caller's contract).
@@ -278,6 +309,16 @@ fn options(c: &mcb_cache_options, misses: Option<&mcb_l2>) -> Option<Options<Vec
         },
         set_tries: c.set_tries,
         miss_store: misses.map(|m| m.0.clone()),
+        promotion: match c.promotion {
+            MCB_CACHE_PROMOTE_ALWAYS => Promotion::Always,
+            MCB_CACHE_PROMOTE_SECOND_HIT => Promotion::SecondHit,
+            _ => return None,
+        },
+        admission: match c.admission {
+            MCB_CACHE_ADMIT_ALWAYS => Admission::Always,
+            MCB_CACHE_ADMIT_FREQUENCY => Admission::Frequency,
+            _ => return None,
+        },
         ..Options::default()
     })
 }
@@ -318,6 +359,8 @@ pub unsafe extern "C" fn mcb_cache_new(
             lock_timeout_ms: 0,
             lock_expiry_ms: 0,
             set_tries: 0,
+            promotion: 0,
+            admission: 0,
         };
         // SAFETY: a valid local.
         unsafe { mcb_cache_options_default(&mut defaults) };
