@@ -149,7 +149,7 @@ add index-first-bucket-skipped core/src/store/seg/index.rs store \
     'if used < FIRST_UNTIL {' 'if false {' \
     "inserts go to the emptier bucket, not the first until it holds six: half the keys are found by the second probe only"
 add index-evicts-before-doubling core/src/store/seg/mod.rs store \
-    'Vacancy::Full { .. } if !grown && self.index.may_grow() =>' 'Vacancy::Full { .. } if false =>' \
+    'Vacancy::Full { .. } if !grown && self.index.may_get_room() =>' 'Vacancy::Full { .. } if false =>' \
     "a new key whose buckets are full evicts an item while the table may still double"
 add index-room-not-migrated core/src/store/seg/mod.rs store \
     'self.index.migrate(usize::MAX, |loc| self.hash_at(loc));' '' \

@@ -485,6 +485,12 @@ impl Index {
         !state.growing && state.buckets * 2 <= self.max_buckets
     }
 
+    /// Whether a doubling is under way or may start: the table is not at its largest.
+    pub(crate) fn may_get_room(&self) -> bool {
+        let state = self.state();
+        state.growing || state.buckets * 2 <= self.max_buckets
+    }
+
     /// Bytes a doubling would add now.
     pub(crate) fn growth_bytes(&self) -> usize {
         self.state().buckets * 2 * BUCKET_BYTES

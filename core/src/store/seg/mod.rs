@@ -102,8 +102,9 @@ pub(crate) enum Unpublished {
     Wide,
     /// The index has no slot for the key and eviction is off.
     IndexFull,
-    /// The index has no slot for the key but may double: grow it ([`Engine::make_room`]) and
-    /// retry, rather than evict an item from a table that is not full.
+    /// The index has no slot for the key but is doubling or may double: finish or start that
+    /// ([`Engine::make_room`]) and retry, rather than evict an item from a table that is not
+    /// full.
     Grow,
 }
 
@@ -531,7 +532,7 @@ impl Engine {
         let vacancy = match old {
             Some(_) => None,
             None => match locked.vacancy() {
-                Vacancy::Full { .. } if !grown && self.index.may_grow() => {
+                Vacancy::Full { .. } if !grown && self.index.may_get_room() => {
                     return Err(Unpublished::Grow)
                 }
                 Vacancy::Full { .. } if !self.eviction => return Err(Unpublished::IndexFull),
