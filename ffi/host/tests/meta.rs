@@ -378,6 +378,115 @@ const TRANSCRIPT: &[(&str, &str)] = &[
         "CLIENT_ERROR bad command line format\r\n",
     ),
     ("delete $KEY251 noreply\r\n", ""),
+    // Every meta command reads the same flags and ignores those it has no use for; its
+    // complaints come in memcached's order: the key's length, an unknown or repeated flag,
+    // then the last bad token (or base64 key) of the line, then the opaque's length. md and ma
+    // word each of them as a bad flag.
+    ("ms fl 1\r\nv\r\n", "HD\r\n"),
+    ("mg fl C1 D1 I J1 M1 v\r\n", "VA 1\r\nv\r\n"),
+    (
+        "mg fl C\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    (
+        "mg fl D\r\n",
+        "CLIENT_ERROR invalid numeric delta value\r\n",
+    ),
+    (
+        "mg fl J\r\n",
+        "CLIENT_ERROR invalid numeric initial value\r\n",
+    ),
+    (
+        "mg fl M\r\n",
+        "CLIENT_ERROR incorrect length for M token\r\n",
+    ),
+    ("mg fl F\r\n", "CLIENT_ERROR bad command line format\r\n"),
+    (
+        "mg fl Nx Fx\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    (
+        "mg fl Fx Nx\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    (
+        "mg fl b Nx\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    ("mg fl Nx b\r\n", "CLIENT_ERROR error decoding key\r\n"),
+    ("mg fl Nx Z\r\n", "CLIENT_ERROR invalid flag\r\n"),
+    (
+        "mg fl Oxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx Z\r\n",
+        "CLIENT_ERROR invalid flag\r\n",
+    ),
+    (
+        "mg fl Oxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx Nx\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    (
+        "mg fl Oxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n",
+        "CLIENT_ERROR opaque token too long\r\n",
+    ),
+    (
+        "mg $KEY251 Z\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    ),
+    (
+        "md $KEY251 Nx\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    ),
+    ("md none c f h l s t u v Mx\r\n", "NF\r\n"),
+    ("md c b\r\n", "CLIENT_ERROR invalid or duplicate flag\r\n"),
+    (
+        "md none Nx\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    ("ma none I f h l s u\r\n", "NF\r\n"),
+    (
+        "ma none M\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    (
+        "ma none Mxx\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    (
+        "ma none Mx Nx\r\n",
+        "CLIENT_ERROR invalid or duplicate flag\r\n",
+    ),
+    (
+        "ms fl 1 MAx\r\nv\r\n",
+        "CLIENT_ERROR incorrect length for M token\r\n",
+    ),
+    (
+        "ms fl 1 Mx Nx\r\nv\r\n",
+        "CLIENT_ERROR bad token in command line format\r\n",
+    ),
+    ("ms fl 1 f h l s t u v N1 D1 J1\r\nw\r\n", "HD\r\n"),
+    ("mg fl v\r\n", "VA 1\r\nw\r\n"),
+    // ms with C: a set or a replace compares it (C0 too, which matches no item while CAS is
+    // on), an add ignores it, an append compares a nonzero one; I turns a compare with an
+    // older CAS into a stale store, and changes nothing else.
+    ("ms cx 1 C0\r\nv\r\n", "NF\r\n"),
+    ("ms cx 1 MR C1\r\nv\r\n", "NF\r\n"),
+    ("ms cx 1 ME C1\r\nv\r\n", "HD\r\n"),
+    ("ms cx 1 C0\r\nw\r\n", "EX\r\n"),
+    ("ms cx 1 C0 I\r\nw\r\n", "EX\r\n"),
+    ("ms cx 1 MA C0\r\nx\r\n", "HD\r\n"),
+    ("ms cx 1 MA I C1\r\ny\r\n", "EX\r\n"),
+    ("ms cx 1 ME I C1\r\ny\r\n", "NS\r\n"),
+    ("mg cx v\r\n", "VA 2\r\nvx\r\n"),
+    ("ms cy 1 MA I\r\nv\r\n", "NS\r\n"),
+    ("ms cy 1 MR I\r\nv\r\n", "NS\r\n"),
+    ("ms cy 1 I\r\nv\r\n", "HD\r\n"),
+    ("mg cy v\r\n", "VA 1\r\nv\r\n"),
+    ("ms cy 1 MR I C1\r\nw\r\n", "HD\r\n"),
+    ("mg cy v\r\n", "VA 1 X W\r\nw\r\n"),
+    // md with C0 matches no item while CAS is on either.
+    ("md cx C0\r\n", "EX\r\n"),
+    ("md cx C0 I\r\n", "EX\r\n"),
+    ("md none C0\r\n", "NF\r\n"),
+    ("mg cx v\r\n", "VA 2\r\nvx\r\n"),
 ];
 
 const TOO_LARGE: &str = "SERVER_ERROR object too large for cache\r\n";

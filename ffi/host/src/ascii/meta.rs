@@ -137,12 +137,9 @@ fn fetch_ext(
     touch: Option<libc::time_t>,
 ) -> Fetched {
     let get = MetaGet {
-        vivify: r.time(b'N').map_err(Err)?.map(wire_exptime),
+        vivify: r.time(b'N').map(wire_exptime),
         // A negative recache time is never reached.
-        recache: r
-            .time(b'R')
-            .map_err(Err)?
-            .map(|t| u32::try_from(t).unwrap_or(0)),
+        recache: r.time(b'R').map(|t| u32::try_from(t).unwrap_or(0)),
         touch: touch.map(wire_exptime),
         no_bump: r.has(b'u'),
     };
@@ -196,12 +193,15 @@ fn fetch_v1(peer: &Peer, packet: &mut Packet, r: &Request, touch: Option<libc::t
     }
 }
 
+/// The CAS of `key`'s item, through v1's `get`.
+fn cas_of(peer: &Peer, key: &[u8]) -> Result<u64, ENGINE_ERROR_CODE> {
+    let item = peer.retry(|| peer.engine().get(&peer.cookie, key, 0))?;
+    Ok(Value::of(item).ok_or(ENGINE_FAILED)?.info().cas())
+}
+
 /// `mg <key> <flag>*`: a get (a get-and-touch with `T`).
 pub fn get(peer: &Peer, out: &mut Output, packet: &mut Packet, r: &Request) -> Flow {
-    let touch = match r.time(b'T') {
-        Ok(t) => t,
-        Err(e) => return say_error(out.tail(), e),
-    };
+    let touch = r.time(b'T');
     if touch.is_some() {
         peer.count(Stat::CmdTouch);
     }
@@ -263,18 +263,31 @@ fn value(out: &mut Output, r: &Request, known: &Known, held: Held) -> Option<Vec
     copied
 }
 
-/// `md <key> <flag>*`: a delete, with a CAS to compare when `C` is given.
+/// `md <key> <flag>*`: a delete, with a CAS to compare when `C` is given (`C0` too, as in
+/// memcached: it matches only an item without a CAS, which v1's `remove`, where 0 is "any",
+/// cannot ask, so the item's CAS is read first).
 pub fn delete(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Request) -> Flow {
-    let (mut cas, ttl) = match (r.u64(b'C'), r.time(b'T')) {
-        (Ok(cas), Ok(ttl)) => (cas.unwrap_or(0), ttl),
-        (Err(e), _) | (_, Err(e)) => return say_error(out, e),
-    };
+    let (cas_given, ttl) = (r.u64(b'C'), r.time(b'T'));
+    let mut cas = cas_given.unwrap_or(0);
     let engine = peer.engine();
-    let removed = if r.has(b'I') {
-        ext::invalidate(peer, packet, &r.key, cas, ttl.map(wire_exptime))
+    let removed = if cas_given == Some(0) {
+        cas_of(peer, &r.key).and_then(|c| {
+            if c == 0 {
+                Ok(())
+            } else {
+                Err(ENGINE_KEY_EEXISTS)
+            }
+        })
     } else {
-        peer.retry(|| ok(engine.remove(&peer.cookie, &r.key, &mut cas, 0)))
-    };
+        Ok(())
+    }
+    .and_then(|()| {
+        if r.has(b'I') {
+            ext::invalidate(peer, packet, &r.key, cas, ttl.map(wire_exptime))
+        } else {
+            peer.retry(|| ok(engine.remove(&peer.cookie, &r.key, &mut cas, 0)))
+        }
+    });
     let code = match removed {
         Ok(()) if r.quiet() => return Flow::Continue,
         Ok(()) => "HD",
@@ -294,14 +307,8 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Reque
         Some(_) => return say_error(out, "CLIENT_ERROR invalid mode for ma M token"),
     };
     let parsed = (r.time(b'N'), r.u64(b'J'), r.u64(b'D'));
-    let (create, initial, delta) = match parsed {
-        (Ok(n), Ok(j), Ok(d)) => (n, j.unwrap_or(0), d.unwrap_or(1)),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return say_error(out, e),
-    };
-    let (cas_in, touch) = match (r.u64(b'C'), r.time(b'T')) {
-        (Ok(c), Ok(t)) => (c.unwrap_or(0), t),
-        (Err(e), _) | (_, Err(e)) => return say_error(out, e),
-    };
+    let (create, initial, delta) = (parsed.0, parsed.1.unwrap_or(0), parsed.2.unwrap_or(1));
+    let (cas_in, touch) = (r.u64(b'C').unwrap_or(0), r.time(b'T'));
     // A CAS, a TTL to set or to report need our engines' private opcode; `N q` asks it too,
     // since memcached 1.6.18 answers a created item though `q` hides a hit (an engine without
     // the opcode then serves it through v1, which cannot tell, and the answer stays hidden).

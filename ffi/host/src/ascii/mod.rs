@@ -400,7 +400,7 @@ fn meta_store(
         }
     };
     let blank = fill.landing.blank();
-    let (rc, cas) = if r.has(b'I') {
+    let (rc, cas) = if set.stale_if_older {
         let value: Vec<u8> = blank.value().flatten().copied().collect();
         match meta::store_invalid(peer, packet, &r, &set, &value) {
             Ok(cas) => (ENGINE_SUCCESS, cas),

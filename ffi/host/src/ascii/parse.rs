@@ -518,52 +518,42 @@ const TOO_MANY_TOKENS: usize = 20;
 /// Longest opaque (`O`) token.
 const OPAQUE_MAX: usize = 32;
 
-/// What one meta command accepts and how memcached words its complaints.
+/// Every flag a meta command accepts: memcached 1.6.18 reads the same set on each of them (a
+/// flag a command has no use for is read and ignored: `mg k C5`, `md k v`).
+const KNOWN_FLAGS: &[u8] = b"bCcDFfhIJkLlMNOPqRsTtuv";
+
+/// How memcached words one meta command's complaints, and the flags it refuses on a v1 engine.
 #[derive(Debug)]
 pub struct Verb {
-    /// Flags the command takes.
-    allowed: &'static [u8],
     /// Flags the command takes that a v1 engine cannot honour.
     unsupported: &'static [u8],
     invalid: &'static str,
     duplicate: &'static str,
-    /// A flag's token that is not a number.
-    bad_number: fn(u8) -> &'static str,
+    /// What the command says instead of the complaint about a flag's token (`md` and `ma`
+    /// say one thing whatever the complaint), if anything.
+    bad_token: Option<&'static str>,
 }
 
 pub const MG: Verb = Verb {
-    allowed: b"bcfhklOqstuvNRTPL",
     unsupported: b"",
     invalid: "CLIENT_ERROR invalid flag",
     duplicate: "CLIENT_ERROR duplicate flag",
-    bad_number: |_| BAD_TOKEN,
+    bad_token: None,
 };
 
-const MS: Verb = Verb {
-    allowed: b"bcCFIkOqTMPL",
-    unsupported: b"",
-    invalid: "CLIENT_ERROR invalid flag",
-    duplicate: "CLIENT_ERROR duplicate flag",
-    bad_number: |flag| if flag == b'F' { BAD_FORMAT } else { BAD_TOKEN },
-};
+const MS: Verb = MG;
 
 const MD: Verb = Verb {
-    allowed: b"bCIkOqTPL",
     unsupported: b"",
     invalid: "CLIENT_ERROR invalid or duplicate flag",
     duplicate: "CLIENT_ERROR invalid or duplicate flag",
-    bad_number: |_| "CLIENT_ERROR invalid or duplicate flag",
+    bad_token: Some("CLIENT_ERROR invalid or duplicate flag"),
 };
 
-const MA: Verb = Verb {
-    allowed: b"bCNJDTMqtcvkOPL",
-    unsupported: b"",
-    invalid: "CLIENT_ERROR invalid or duplicate flag",
-    duplicate: "CLIENT_ERROR invalid or duplicate flag",
-    bad_number: |_| "CLIENT_ERROR invalid or duplicate flag",
-};
+const MA: Verb = MD;
 
-/// A checked meta request: its key (decoded from base64 with `b`) and its flags.
+/// A checked meta request: its key (decoded from base64 with `b`) and its flags, whose tokens
+/// read.
 #[derive(Debug)]
 pub struct Request<'a> {
     pub key: Cow<'a, [u8]>,
@@ -572,47 +562,83 @@ pub struct Request<'a> {
     pub base64: bool,
     /// The flags in the request's order (the answer echoes them so).
     pub flags: &'a [&'a [u8]],
-    bad_number: fn(u8) -> &'static str,
 }
 
-/// Checks a meta request's key and flags against `verb`.
+/// What memcached says of `flag`'s token when it cannot read it (`F`: nothing of its own, so
+/// the line's earlier complaint or the general one stands), or `None` when it reads.
+fn token_complaint(flag: &[u8], earlier: Option<&'static str>) -> Option<&'static str> {
+    let token = &flag[1..];
+    let fails = |reads: bool, text| (!reads).then_some(text);
+    match flag[0] {
+        b'N' | b'R' | b'T' => fails(c_i32(token).is_some(), BAD_TOKEN),
+        b'C' => fails(c_u64(token).is_some(), BAD_TOKEN),
+        b'F' => fails(c_u32(token).is_some(), earlier.unwrap_or(BAD_FORMAT)),
+        b'M' => fails(
+            token.len() == 1,
+            "CLIENT_ERROR incorrect length for M token",
+        ),
+        b'J' => fails(
+            c_u64(token).is_some(),
+            "CLIENT_ERROR invalid numeric initial value",
+        ),
+        b'D' => fails(
+            c_u64(token).is_some(),
+            "CLIENT_ERROR invalid numeric delta value",
+        ),
+        _ => None,
+    }
+}
+
+/// Checks a meta request's key and flags as memcached 1.6.18 does: the key's length, then
+/// every flag in order (an unknown or repeated one ends the check; of the complaints about
+/// tokens and the key's base64, the last one stands), then the opaque's length.
 pub fn request<'a>(
     verb: &Verb,
     key: &'a [u8],
     flags: &'a [&'a [u8]],
 ) -> Result<Request<'a>, &'static str> {
+    if key.len() > KEY_MAX {
+        return Err(BAD_FORMAT);
+    }
     let mut seen = [false; 128];
+    let mut complaint = None;
+    let mut decoded = None;
     for flag in flags {
         let f = flag[0];
-        if !verb.allowed.contains(&f) {
+        if !KNOWN_FLAGS.contains(&f) {
             return Err(verb.invalid);
         }
         if std::mem::replace(&mut seen[usize::from(f)], true) {
             return Err(verb.duplicate);
         }
-        if f == b'O' && flag.len() - 1 > OPAQUE_MAX {
-            return Err("CLIENT_ERROR opaque token too long");
+        if f == b'b' {
+            decoded = decode_base64(key);
+            if decoded.is_none() {
+                complaint = Some("CLIENT_ERROR error decoding key");
+            }
+        }
+        if let Some(text) = token_complaint(flag, complaint) {
+            complaint = Some(text);
         }
     }
-    if key.len() > KEY_MAX {
-        return Err(BAD_FORMAT);
+    if let Some(text) = complaint {
+        return Err(verb.bad_token.unwrap_or(text));
     }
-    let base64 = seen[usize::from(b'b')];
-    let decoded = if base64 {
-        Cow::Owned(decode_base64(key).ok_or("CLIENT_ERROR error decoding key")?)
-    } else {
-        Cow::Borrowed(key)
-    };
+    if flags
+        .iter()
+        .any(|f| f[0] == b'O' && f.len() - 1 > OPAQUE_MAX)
+    {
+        return Err("CLIENT_ERROR opaque token too long");
+    }
     // Checked after the syntax, so a bad line gets memcached's own complaint.
     if flags.iter().any(|f| verb.unsupported.contains(&f[0])) {
         return Err(UNSUPPORTED);
     }
     Ok(Request {
-        key: decoded,
+        key: decoded.map_or(Cow::Borrowed(key), Cow::Owned),
         sent_key: key,
-        base64,
+        base64: seen[usize::from(b'b')],
         flags,
-        bad_number: verb.bad_number,
     })
 }
 
@@ -626,27 +652,20 @@ impl Request<'_> {
         self.flags.iter().find(|f| f[0] == flag).map(|f| &f[1..])
     }
 
-    /// `flag`'s numeric token, read by `read` (one of memcached's C readers, `text::c_*`):
-    /// `Ok(None)` without the flag, memcached's complaint when it is not a number.
-    pub fn number<T>(
-        &self,
-        flag: u8,
-        read: fn(&[u8]) -> Option<T>,
-    ) -> Result<Option<T>, &'static str> {
-        match self.token(flag) {
-            None => Ok(None),
-            Some(t) => read(t).map(Some).ok_or((self.bad_number)(flag)),
-        }
+    /// `flag`'s numeric token, read by `read` (one of memcached's C readers, `text::c_*`;
+    /// [`request`] checked that it reads), or `None` without the flag.
+    pub fn number<T>(&self, flag: u8, read: fn(&[u8]) -> Option<T>) -> Option<T> {
+        self.token(flag).and_then(read)
     }
 
     /// A time flag's token (`T`, `N`, `R`): 32 bits, as memcached reads it (2^31 is already
     /// past, 2^32 is 0).
-    pub fn time(&self, flag: u8) -> Result<Option<libc::time_t>, &'static str> {
-        Ok(self.number(flag, c_i32)?.map(libc::time_t::from))
+    pub fn time(&self, flag: u8) -> Option<libc::time_t> {
+        self.number(flag, c_i32).map(libc::time_t::from)
     }
 
     /// A 64-bit flag's token (`C`, `J`, `D`).
-    pub fn u64(&self, flag: u8) -> Result<Option<u64>, &'static str> {
+    pub fn u64(&self, flag: u8) -> Option<u64> {
         self.number(flag, c_u64)
     }
 
@@ -663,9 +682,14 @@ pub struct SetLine {
     /// The CAS to compare (`C`), 0 for none.
     pub cas: u64,
     pub op: ENGINE_STORE_OPERATION,
+    /// Store the value as a stale item if the CAS is older than the item's (`I` with a CAS
+    /// compare).
+    pub stale_if_older: bool,
 }
 
-/// Reads an `ms` request's flags.
+/// Reads an `ms` request's flags. As in memcached 1.6.18, a `C` flag makes a set or a replace
+/// a compare-and-swap (`C0` included: it matches no item while CAS is on), an add ignores it,
+/// append and prepend compare it when nonzero; `I` matters to a compare-and-swap only.
 fn set_line(r: &Request) -> Result<SetLine, &'static str> {
     let mut op = match r.token(b'M') {
         None | Some(b"S") => OPERATION_SET,
@@ -675,15 +699,17 @@ fn set_line(r: &Request) -> Result<SetLine, &'static str> {
         Some(b"R") => OPERATION_REPLACE,
         Some(_) => return Err("CLIENT_ERROR invalid mode for ms M token"),
     };
-    let cas = r.u64(b'C')?.unwrap_or(0);
-    if cas != 0 && op == OPERATION_SET {
+    let cas = r.u64(b'C');
+    if cas.is_some() && (op == OPERATION_SET || op == OPERATION_REPLACE) {
         op = OPERATION_CAS;
     }
+    let cas = cas.unwrap_or(0);
     Ok(SetLine {
-        flags: r.number(b'F', c_u32)?.unwrap_or(0),
-        exptime: r.time(b'T')?.unwrap_or(0),
+        flags: r.number(b'F', c_u32).unwrap_or(0),
+        exptime: r.time(b'T').unwrap_or(0),
         cas,
         op,
+        stale_if_older: op == OPERATION_CAS && cas != 0 && r.has(b'I'),
     })
 }
 
