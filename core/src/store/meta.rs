@@ -264,14 +264,29 @@ impl Store {
     }
 }
 
-/// A decimal number as memcached's incr/decr accept it: digits, optionally surrounded by ASCII
-/// whitespace, within 64 bits.
+/// A stored value as memcached's incr and decr read it (C's `strtoull`, as its
+/// `safe_strtoull` takes it): leading whitespace, a sign, at least one digit, then whitespace
+/// or the end (what follows is not looked at: `5 abc` is 5); within 64 bits, and a minus sign
+/// only where the number wraps to one not negative as a signed number (`-0`).
 fn parse_decimal(value: &[u8]) -> Option<u64> {
-    let digits = value.trim_ascii();
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+    let space = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let rest = &value[value.iter().position(|c| !space(c))?..];
+    let (negative, rest) = match rest.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, rest),
+    };
+    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 || rest.get(digits).is_some_and(|c| !space(c)) {
         return None;
     }
-    std::str::from_utf8(digits).ok()?.parse().ok()
+    let magnitude: u64 = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    let number = if negative {
+        magnitude.wrapping_neg()
+    } else {
+        magnitude
+    };
+    (!negative || i64::try_from(number).is_ok()).then_some(number)
 }
 
 #[cfg(all(test, not(mcb_loom)))]
@@ -289,6 +304,14 @@ mod tests {
         assert_eq!(parse_decimal(b""), None);
         assert_eq!(parse_decimal(b"-1"), None);
         assert_eq!(parse_decimal(b"1x"), None);
+        assert_eq!(parse_decimal(b"+5"), Some(5));
+        assert_eq!(parse_decimal(b"-0"), Some(0));
+        assert_eq!(parse_decimal(b"5 abc"), Some(5));
+        assert_eq!(parse_decimal(b"\x0b1 2"), Some(1));
+        assert_eq!(parse_decimal(b"-18446744073709551615"), Some(1));
+        assert_eq!(parse_decimal(b" "), None);
+        assert_eq!(parse_decimal(b"+"), None);
+        assert_eq!(parse_decimal(b"- 5"), None);
     }
 
     fn store() -> (Store, ManualClock) {

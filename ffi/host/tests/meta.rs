@@ -464,6 +464,11 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ),
     ("ms fl 1 f h l s t u v N1 D1 J1\r\nw\r\n", "HD\r\n"),
     ("mg fl v\r\n", "VA 1\r\nw\r\n"),
+    // A key too long: memcached reads the data as commands.
+    (
+        "ms $KEY251 2\r\n-1\r\n",
+        "CLIENT_ERROR bad command line format\r\nERROR\r\n",
+    ),
     // ms with C: a set or a replace compares it (C0 too, which matches no item while CAS is
     // on), an add ignores it, an append compares a nonzero one; I turns a compare with an
     // older CAS into a stale store, and changes nothing else.

@@ -344,8 +344,11 @@ fn meta_store<'a>(line: &[u8], tokens: &'a [&'a [u8]]) -> Result<Store<'a>, (&'s
         };
         return Err((text, 0));
     };
+    // memcached drops no data after these two: it is read as commands.
+    if key.len() > KEY_MAX {
+        return Err((BAD_FORMAT, 0));
+    }
     if tokens.len() >= TOO_MANY_TOKENS {
-        // memcached drops no data after this one: it is read as commands.
         return Err(("CLIENT_ERROR options flags too long", 0));
     }
     let bytes = c_i32(len).and_then(data_length).ok_or((BAD_FORMAT, 0))?;

@@ -231,6 +231,25 @@ pub const CLASSIC: &[(&str, &str)] = &[
     ("incr c_k 1 noreply\r\n", ""),
     ("decr c_n +5\r\n", "0\r\n"),
     ("incr c_n 00\r\n", "0\r\n"),
+    // A stored value reads as memcached's strtoull reads it: leading whitespace, a sign, the
+    // digits, and whatever follows a space is not looked at; a minus sign wraps ("-0" is 0,
+    // -(2^64 - 1) is 1), and a number that wraps to a negative one is refused.
+    ("set c_s 0 0 5\r\n5 abc\r\n", "STORED\r\n"),
+    ("incr c_s 1\r\n", "6\r\n"),
+    ("get c_s\r\n", "VALUE c_s 0 5\r\n6    \r\nEND\r\n"),
+    ("set c_s 0 0 4\r\n\t+5 \r\n", "STORED\r\n"),
+    ("incr c_s 1\r\n", "6\r\n"),
+    ("set c_s 0 0 2\r\n-0\r\n", "STORED\r\n"),
+    ("decr c_s 1\r\n", "0\r\n"),
+    ("set c_s 0 0 21\r\n-18446744073709551615\r\n", "STORED\r\n"),
+    ("incr c_s 1\r\n", "2\r\n"),
+    ("set c_s 0 0 2\r\n-5\r\n", "STORED\r\n"),
+    (
+        "incr c_s 1\r\n",
+        "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    ),
+    ("set c_s 0 0 3\r\n5\tx\r\n", "STORED\r\n"),
+    ("ma c_s v\r\n", "VA 1\r\n6\r\n"),
     ("set c_big 0 0 20\r\n18446744073709551615\r\n", "STORED\r\n"),
     ("incr c_big 1\r\n", "0\r\n"),
     (
