@@ -393,13 +393,7 @@ impl Model {
                 let live = self.live(k);
                 let create = create.then_some((5, 0));
                 let result = self.store.arithmetic(&key(k), incr, delta, create);
-                // memcached's decimals: digits within ASCII whitespace.
-                let number = live.as_ref().map(|h| {
-                    let digits = h.value.trim_ascii();
-                    (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
-                        .then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok())
-                        .flatten()
-                });
+                let number = live.as_ref().map(|h| strtoull(&h.value));
                 let want = number.flatten().map(|n| {
                     if incr {
                         n.wrapping_add(delta)
@@ -560,4 +554,32 @@ fn the_small_stores_evict() {
             model.store.stats()
         );
     }
+}
+
+/// A stored number as memcached's incr reads it with C's `strtoull`: C whitespace (`isspace`:
+/// vertical tab too), a sign, the digits, then whitespace or the end; a minus sign negates
+/// modulo 2^64, and a result negative as a signed number is refused.
+fn strtoull(value: &[u8]) -> Option<u64> {
+    let space = |c: u8| b" \t\n\x0b\x0c\r".contains(&c);
+    let mut rest = value;
+    while let [c, tail @ ..] = rest {
+        if !space(*c) {
+            break;
+        }
+        rest = tail;
+    }
+    let negative = rest.first() == Some(&b'-');
+    if matches!(rest.first(), Some(b'-' | b'+')) {
+        rest = &rest[1..];
+    }
+    let end = rest
+        .iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    if end == 0 || rest.get(end).is_some_and(|&c| !space(c)) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
+    let n = if negative { 0u64.wrapping_sub(n) } else { n };
+    (!negative || (n as i64) >= 0).then_some(n)
 }
