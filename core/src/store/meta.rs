@@ -19,6 +19,7 @@ use super::error::Error;
 use super::item::{ItemRef, RelTime};
 use super::seg::{STALE, WON};
 use super::stats::Counter;
+use crate::sync::atomic::Ordering;
 
 /// Whether a fetch was handed the recache token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,7 +177,9 @@ impl Store {
         let mut value = 0;
         let result = self.rewrite(key, hash, now, false, |current| {
             // As memcached: a number shorter than the one it replaces keeps that length,
-            // padded with spaces (memcached rewrites it in place).
+            // padded with spaces (memcached rewrites it in place, so that the item stays the
+            // one it was: fetched before, accessed when it was, stale if it was).
+            let mut same_item = None;
             let (new, flags, exptime, kept) = match current {
                 Some(old) if d.cas != 0 && old.cas() != d.cas => return Err(Error::Exists),
                 Some(old) => {
@@ -187,6 +190,9 @@ impl Store {
                     } else {
                         v.saturating_sub(d.delta)
                     };
+                    // Relaxed: the meta state carries over (a racing note of a read may be
+                    // lost), as in touch's rewrite.
+                    same_item = Some(old.item.meta().load(Ordering::Relaxed));
                     (
                         new,
                         old.flags(),
@@ -205,7 +211,10 @@ impl Store {
             let text = format!("{new:<kept$}");
             let item = self.fresh(key, text.len(), flags, exptime, Mode::Brief)?;
             item.item.write_value(0, text.as_bytes());
-            Ok((item, Store::meta_word(now, 0)))
+            let meta = same_item
+                .filter(|_| text.len() == kept)
+                .unwrap_or_else(|| Store::meta_word(now, 0));
+            Ok((item, meta))
         });
         let counter = match (d.incr, hit) {
             (true, true) => Counter::IncrHits,

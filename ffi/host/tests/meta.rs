@@ -487,6 +487,22 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("mg cy v\r\n", "VA 1\r\nv\r\n"),
     ("ms cy 1 MR I C1\r\nw\r\n", "HD\r\n"),
     ("mg cy v\r\n", "VA 1 X W\r\nw\r\n"),
+    // An incr or decr whose number fits the value's length rewrites the item in place in
+    // memcached: it stays fetched (and stale); a longer number makes a new item. A touch is
+    // a fetch.
+    ("set hh 0 0 2\r\n12\r\n", "STORED\r\n"),
+    ("get hh\r\n", "VALUE hh 0 2\r\n12\r\nEND\r\n"),
+    ("incr hh 5\r\n", "17\r\n"),
+    ("mg hh h\r\n", "HD h1\r\n"),
+    ("incr hh 100\r\n", "117\r\n"),
+    ("mg hh h\r\n", "HD h0\r\n"),
+    ("set hh 0 0 2\r\n12\r\n", "STORED\r\n"),
+    ("md hh I\r\n", "HD\r\n"),
+    ("decr hh 1\r\n", "11\r\n"),
+    ("mg hh v\r\n", "VA 2 X W\r\n11\r\n"),
+    ("set hh 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("touch hh 100\r\n", "TOUCHED\r\n"),
+    ("mg hh h\r\n", "HD h1\r\n"),
     // md with C0 matches no item while CAS is on either.
     ("md cx C0\r\n", "EX\r\n"),
     ("md cx C0 I\r\n", "EX\r\n"),

@@ -398,15 +398,17 @@ pub(crate) unsafe extern "C" fn unknown_command(
         // SAFETY: memcached passes the handle create_instance returned.
         let host = &unsafe { engine(handle) }.expect("has a store").host;
         let exptime = host.realtime(libc::time_t::from(u32::from_be_bytes(expiration)));
-        match (store.touch(request.key, exptime), opcode) {
+        let touched = store.touch(request.key, exptime);
+        // A touch is a fetch too, as in memcached (`mg … h` then says so).
+        if let Some(item) = &touched {
+            item.note_access(store.now());
+        }
+        match (touched, opcode) {
             (Some(item), PROTOCOL_BINARY_CMD_TOUCH) => {
                 send(&[], &[], PROTOCOL_BINARY_RESPONSE_SUCCESS, item.cas())
             }
             (Some(item), _) => send(
-                &{
-                    item.note_access(store.now());
-                    item.flags().to_ne_bytes()
-                },
+                &item.flags().to_ne_bytes(),
                 value_of(&item),
                 PROTOCOL_BINARY_RESPONSE_SUCCESS,
                 item.cas(),
