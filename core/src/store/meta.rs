@@ -17,7 +17,7 @@
 use super::commands::{Mode, Store, StoreOp};
 use super::error::Error;
 use super::item::{ItemRef, RelTime};
-use super::seg::{STALE, WON};
+use super::seg::{FETCHED, STALE, WON};
 use super::stats::Counter;
 use crate::sync::atomic::Ordering;
 
@@ -105,7 +105,8 @@ impl Store {
             (None, None) => return None,
             (None, Some(exptime)) => {
                 let stub = self.item(key, b"", 0, exptime).ok()?;
-                return match self.store_op(&stub, StoreOp::Add, WON) {
+                // Fetched already, as memcached counts the creating fetch (`h1` next time).
+                return match self.store_op(&stub, StoreOp::Add, WON | FETCHED) {
                     Ok(_) => Some(Fetched {
                         item: stub,
                         stale: false,

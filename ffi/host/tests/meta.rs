@@ -503,6 +503,9 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("set hh 0 0 1\r\nx\r\n", "STORED\r\n"),
     ("touch hh 100\r\n", "TOUCHED\r\n"),
     ("mg hh h\r\n", "HD h1\r\n"),
+    // An item N creates counts as fetched by the fetch that created it.
+    ("mg hv N5 h\r\n", "HD h0 W\r\n"),
+    ("mg hv h\r\n", "HD h1 Z\r\n"),
     // md with C0 matches no item while CAS is on either.
     ("md cx C0\r\n", "EX\r\n"),
     ("md cx C0 I\r\n", "EX\r\n"),
