@@ -182,6 +182,11 @@ impl Store {
             // one it was: fetched before, accessed when it was, stale if it was).
             let mut same_item = None;
             let (new, flags, exptime, kept) = match current {
+                // An empty value is no number, whatever the CAS (memcached checks it first).
+                Some(old) if old.value_len() == 0 => {
+                    hit = true;
+                    return Err(Error::NotNumeric);
+                }
                 Some(old) if d.cas != 0 && old.cas() != d.cas => return Err(Error::Exists),
                 Some(old) => {
                     hit = true;

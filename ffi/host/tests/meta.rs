@@ -503,6 +503,15 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("set hh 0 0 1\r\nx\r\n", "STORED\r\n"),
     ("touch hh 100\r\n", "TOUCHED\r\n"),
     ("mg hh h\r\n", "HD h1\r\n"),
+    // An empty value is no number, before the CAS is compared; a CAS that differs comes
+    // before a value that is no number.
+    ("set he 0 0 0\r\n\r\n", "STORED\r\n"),
+    (
+        "ma he C12345\r\n",
+        "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    ),
+    ("set he 0 0 1\r\nx\r\n", "STORED\r\n"),
+    ("ma he C12345\r\n", "EX\r\n"),
     // An item N creates counts as fetched by the fetch that created it.
     ("mg hv N5 h\r\n", "HD h0 W\r\n"),
     ("mg hv h\r\n", "HD h1 Z\r\n"),
