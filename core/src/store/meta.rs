@@ -282,7 +282,9 @@ impl Store {
 /// A stored value as memcached's incr and decr read it (C's `strtoull`, as its
 /// `safe_strtoull` takes it): leading whitespace, a sign, at least one digit, then whitespace
 /// or the end (what follows is not looked at: `5 abc` is 5); within 64 bits, and a minus sign
-/// only where the number wraps to one not negative as a signed number (`-0`).
+/// only where the number wraps to one not negative as a signed number (`-0`). The host reads
+/// its commands' tokens by the same rule (`text::c_u64` in `ffi/host`, which does not depend
+/// on this crate).
 fn parse_decimal(value: &[u8]) -> Option<u64> {
     let space = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
     let rest = &value[value.iter().position(|c| !space(c))?..];

@@ -518,7 +518,7 @@ impl Engine {
     /// word, in place of `old` or in a new slot: stamps its CAS (a new one, or `cas` kept from
     /// the item it replaces), stores the slot, updates the counts. Returns the CAS and whether
     /// the index wants to grow, or why not. A new key whose buckets are full evicts an item
-    /// only once the caller `grown` the index for it (or the index may not grow).
+    /// only once the caller has grown the index for it (`grown`), or when it may not grow.
     pub(crate) fn publish(
         &self,
         locked: &Locked<'_>,
@@ -528,15 +528,22 @@ impl Engine {
         cas: Option<u64>,
         grown: bool,
     ) -> Result<(u64, bool), Unpublished> {
+        /// Where the item's slot goes.
+        enum Target<'a, 'i> {
+            /// The slot of the item it replaces.
+            Replace(Pos, &'a Item<'i>),
+            /// A new key's.
+            New(Vacancy),
+        }
         let loc = item.loc().expect("a placed item");
-        let vacancy = match old {
-            Some(_) => None,
+        let target = match old {
+            Some((pos, old)) => Target::Replace(pos, old),
             None => match locked.vacancy() {
                 Vacancy::Full { .. } if !grown && self.index.may_get_room() => {
                     return Err(Unpublished::Grow)
                 }
                 Vacancy::Full { .. } if !self.eviction => return Err(Unpublished::IndexFull),
-                vacancy => Some(vacancy),
+                vacancy => Target::New(vacancy),
             },
         };
         let cas = cas.unwrap_or_else(|| self.next_cas());
@@ -545,19 +552,18 @@ impl Engine {
         }
         self.segs.link(loc.seg, item.size());
         self.segs.note_expiry(loc.seg, item.exptime());
-        let grow = match (old, vacancy) {
-            (Some((pos, old)), _) => {
+        let grow = match target {
+            Target::Replace(pos, old) => {
                 locked.replace(pos, loc);
                 self.dead(old);
                 false
             }
-            (None, vacancy) => {
+            Target::New(vacancy) => {
                 // A key evicted unread lately starts as read (see `ghost`).
                 // It does not arm the eviction's lane: in a cache nobody reads, keeping what
                 // comes back is no use (and false recalls of a fill of distinct keys held a
                 // segment ahead: 1.5% of the items a 64 MiB cache kept).
                 let seen = self.ghost.recall(locked.hash());
-                let vacancy = vacancy.expect("a new key's vacancy");
                 let (victim, grow) = locked.fill(vacancy, loc, u8::from(seen));
                 if let Some(victim) = victim {
                     // The index had no room for the key: an item gives way.

@@ -270,18 +270,15 @@ pub fn delete(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Request) 
     let (cas_given, ttl) = (r.u64(b'C'), r.time(b'T'));
     let mut cas = cas_given.unwrap_or(0);
     let engine = peer.engine();
-    let removed = if cas_given == Some(0) {
-        cas_of(peer, &r.key).and_then(|c| {
-            if c == 0 {
-                Ok(())
-            } else {
-                Err(ENGINE_KEY_EEXISTS)
-            }
-        })
-    } else {
-        Ok(())
-    }
-    .and_then(|()| {
+    let compared = match cas_given {
+        Some(0) => match cas_of(peer, &r.key) {
+            Ok(0) => Ok(()),
+            Ok(_) => Err(ENGINE_KEY_EEXISTS),
+            Err(rc) => Err(rc),
+        },
+        _ => Ok(()),
+    };
+    let removed = compared.and_then(|()| {
         if r.has(b'I') {
             ext::invalidate(peer, packet, &r.key, cas, ttl.map(wire_exptime))
         } else {
