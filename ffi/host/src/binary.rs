@@ -3,8 +3,10 @@
 //! steps ([`step`]) as bytes arrive: values of storage commands are copied into the item the
 //! engine allocated as they arrive; every other packet runs once buffered whole (up to
 //! `MAX_PACKET`); a get's large value is written out from the held item. Quiet
-//! commands answer only on error (gets: only on a hit). Opcodes the host does not handle go to
-//! the engine's `unknown_command`, answering through `ADD_RESPONSE`.
+//! commands answer only on error (gets: only on a hit). TOUCH and the GATs (memcached 1.6's
+//! GATK and GATKQ too) run as the engine's TOUCH or GAT and are worded here, as memcached
+//! words them. Opcodes the host does not handle go to the engine's `unknown_command`,
+//! answering through `ADD_RESPONSE`.
 //!
 //! A bad magic byte, a header whose extras and key do not fit its body, a request whose extras,
 //! key or value do not fit its opcode (a key over 250 bytes included), or a packet over
@@ -30,6 +32,11 @@ use mcb_abi::abi::*;
 /// Largest non-storage packet body read whole (bucket admin commands stop at 64 KiB; touch,
 /// stats and friends are tiny).
 const MAX_PACKET: usize = 1024 * 1024;
+
+/// memcached 1.6's GAT that answers with the key, and its quiet twin (opcodes the v1 headers
+/// do not name): the host serves them through the engine's GAT.
+const CMD_GATK: u8 = 0x23;
+const CMD_GATKQ: u8 = 0x24;
 
 /// A request header.
 #[derive(Debug, Clone, Copy)]
@@ -384,8 +391,9 @@ fn store(s: &mut Session, p: &mut Pending, fill: Box<Fill>) -> Step {
     let h = &fill.h;
     let item = fill.landing.blank().item();
     engine.item_set_cas(item, h.cas);
+    // As memcached: a CAS on a set, an add or a replace makes it a compare-and-swap.
     let op = match fill.op {
-        OPERATION_SET | OPERATION_REPLACE if h.cas != 0 => OPERATION_CAS,
+        OPERATION_SET | OPERATION_ADD | OPERATION_REPLACE if h.cas != 0 => OPERATION_CAS,
         op => op,
     };
     let mut cas = h.cas;
@@ -459,10 +467,15 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
     match h.opcode {
         PROTOCOL_BINARY_CMD_DELETE => delete(peer, &req, out, false),
         PROTOCOL_BINARY_CMD_DELETEQ => delete(peer, &req, out, true),
-        PROTOCOL_BINARY_CMD_INCREMENT => arithmetic(peer, &req, out, true, false),
-        PROTOCOL_BINARY_CMD_INCREMENTQ => arithmetic(peer, &req, out, true, true),
-        PROTOCOL_BINARY_CMD_DECREMENT => arithmetic(peer, &req, out, false, false),
-        PROTOCOL_BINARY_CMD_DECREMENTQ => arithmetic(peer, &req, out, false, true),
+        PROTOCOL_BINARY_CMD_INCREMENT => arithmetic(peer, &req, out, scratch, (true, false)),
+        PROTOCOL_BINARY_CMD_INCREMENTQ => arithmetic(peer, &req, out, scratch, (true, true)),
+        PROTOCOL_BINARY_CMD_DECREMENT => arithmetic(peer, &req, out, scratch, (false, false)),
+        PROTOCOL_BINARY_CMD_DECREMENTQ => arithmetic(peer, &req, out, scratch, (false, true)),
+        PROTOCOL_BINARY_CMD_TOUCH
+        | PROTOCOL_BINARY_CMD_GAT
+        | PROTOCOL_BINARY_CMD_GATQ
+        | CMD_GATK
+        | CMD_GATKQ => touch(peer, &req, out, scratch),
         PROTOCOL_BINARY_CMD_FLUSH => flush(peer, &req, out, false),
         PROTOCOL_BINARY_CMD_FLUSHQ => flush(peer, &req, out, true),
         PROTOCOL_BINARY_CMD_QUIT => {
@@ -478,6 +491,16 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
         }
         PROTOCOL_BINARY_CMD_STAT => stat(peer, &req, out),
         PROTOCOL_BINARY_CMD_VERBOSITY => verbosity(&req, out),
+        // memcached 1.6 without SASL knows no SASL commands; with no password file none
+        // could succeed here either.
+        PROTOCOL_BINARY_CMD_SASL_LIST_MECHS
+        | PROTOCOL_BINARY_CMD_SASL_AUTH
+        | PROTOCOL_BINARY_CMD_SASL_STEP
+            if peer.ctx.pwdb.is_none() =>
+        {
+            status_reply(out, h, PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND);
+            Flow::Continue
+        }
         PROTOCOL_BINARY_CMD_SASL_LIST_MECHS => {
             let mechs = crate::sasl::MECHANISMS;
             encode_response(out, &h.reply(0, 0), &[], &[], std::iter::once(mechs));
@@ -553,7 +576,13 @@ fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flo
     answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), cas, quiet)
 }
 
-fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, quiet: bool) -> Flow {
+fn arithmetic(
+    peer: &Peer,
+    req: &Request<'_>,
+    out: &mut Vec<u8>,
+    packet: &mut Packet,
+    (incr, quiet): (bool, bool),
+) -> Flow {
     let h = &req.h;
     let e = req.extras;
     if e.len() != 20 || req.key.is_empty() || !req.value.is_empty() {
@@ -568,14 +597,32 @@ fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, qui
         initial: be64(&e[8..16]),
         exptime: expiration,
     };
-    let engine = peer.engine();
-    let (mut cas, mut result) = (0, 0);
-    let rc = peer.retry(|| {
-        ok(engine.arithmetic(&peer.cookie, req.key, &a, &mut cas, &mut result, h.vbucket))
-    });
-    match rc {
-        Ok(()) if quiet => Flow::Continue,
-        Ok(()) => {
+    // A CAS to compare goes through our engines' private arithmetic (v1's cannot take one);
+    // an engine without it counts as v1 lets it, ignoring the CAS.
+    let mut done = Err(ENGINE_ENOTSUP);
+    if h.cas != 0 {
+        let with_cas = ext::MetaArith {
+            incr,
+            create: a.create.then_some(expiration),
+            touch: None,
+            delta: a.delta,
+            initial: a.initial,
+            cas: h.cas,
+        };
+        done = ext::arithmetic(peer, packet, req.key, &with_cas).map(|c| (c.cas, c.value));
+    }
+    if done == Err(ENGINE_ENOTSUP) {
+        let engine = peer.engine();
+        let (mut cas, mut result) = (0, 0);
+        done = peer
+            .retry(|| {
+                ok(engine.arithmetic(&peer.cookie, req.key, &a, &mut cas, &mut result, h.vbucket))
+            })
+            .map(|()| (cas, result));
+    }
+    match done {
+        Ok(_) if quiet => Flow::Continue,
+        Ok((cas, result)) => {
             let value = result.to_be_bytes();
             encode_response(out, &h.reply(0, cas), &[], &[], std::iter::once(&value[..]));
             Flow::Continue
@@ -590,12 +637,10 @@ fn arithmetic(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, incr: bool, qui
 
 fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow {
     let h = &req.h;
-    let when = match req.extras {
-        [] => 0,
-        [a, b, c, d] => libc::time_t::from(u32::from_be_bytes([*a, *b, *c, *d])),
-        _ => {
-            return malformed(out, h);
-        }
+    let when = match (req.extras, req.key.is_empty() && req.value.is_empty()) {
+        ([], true) => 0,
+        ([a, b, c, d], true) => libc::time_t::from(u32::from_be_bytes([*a, *b, *c, *d])),
+        _ => return malformed(out, h),
     };
     peer.count(Stat::CmdFlush);
     if !peer.ctx.options.flush_enabled {
@@ -611,6 +656,9 @@ fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow
 /// STAT: the key names the group and its arguments (`detail dump`), as in ASCII.
 fn stat(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>) -> Flow {
     let h = &req.h;
+    if !req.extras.is_empty() || !req.value.is_empty() {
+        return malformed(out, h);
+    }
     let mut words = req.key.split(|&b| b == b' ').filter(|w| !w.is_empty());
     let group = words.next().unwrap_or_default();
     let args: Vec<&[u8]> = words.collect();
@@ -667,16 +715,74 @@ fn sasl_failed(peer: &Peer, out: &mut Vec<u8>, h: &Header) {
     status_reply(out, h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
 }
 
+/// TOUCH, GAT, GATQ, GATK and GATKQ through the engine's TOUCH or GAT, worded as memcached
+/// 1.6 words them: a touch answers the item's flags, GATK and GATKQ the key, a quiet one
+/// nothing on a miss, an error memcached's text.
+fn touch(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, packet: &mut Packet) -> Flow {
+    let h = &req.h;
+    let (Ok(exptime), false) = (<[u8; 4]>::try_from(req.extras), req.key.is_empty()) else {
+        return malformed(out, h);
+    };
+    peer.count(Stat::CmdTouch);
+    let quiet = matches!(h.opcode, PROTOCOL_BINARY_CMD_GATQ | CMD_GATKQ);
+    let key: &[u8] = if matches!(h.opcode, CMD_GATK | CMD_GATKQ) {
+        req.key
+    } else {
+        &[]
+    };
+    let opcode = match h.opcode {
+        PROTOCOL_BINARY_CMD_TOUCH => PROTOCOL_BINARY_CMD_TOUCH,
+        _ => PROTOCOL_BINARY_CMD_GAT,
+    };
+    let exptime = u32::from_be_bytes(exptime);
+    let flow = match ext::touch_answer(peer, packet, opcode, req.key, exptime) {
+        Ok(a) => {
+            match a.status {
+                PROTOCOL_BINARY_RESPONSE_SUCCESS => {
+                    let value: &[u8] = if opcode == PROTOCOL_BINARY_CMD_GAT {
+                        &a.value
+                    } else {
+                        &[]
+                    };
+                    encode_response(out, &h.reply(0, a.cas), &a.ext, key, std::iter::once(value));
+                }
+                PROTOCOL_BINARY_RESPONSE_KEY_ENOENT if quiet => {}
+                PROTOCOL_BINARY_RESPONSE_KEY_ENOENT if !key.is_empty() => {
+                    let miss = h.reply(PROTOCOL_BINARY_RESPONSE_KEY_ENOENT, 0);
+                    encode_response(out, &miss, &[], key, std::iter::empty());
+                }
+                status => status_reply(out, h, status),
+            }
+            peer.keep_answer(a.ext, a.value);
+            Flow::Continue
+        }
+        Err(ENGINE_DISCONNECT) => Flow::Close,
+        Err(ENGINE_ENOTSUP) => {
+            status_reply(out, h, PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND);
+            Flow::Continue
+        }
+        Err(rc) => answer(out, h, rc, 0, false),
+    };
+    // memcached reads no value for these: the bytes past the key are no request it can frame,
+    // and it ends the connection on them once it has answered.
+    if req.value.is_empty() {
+        flow
+    } else {
+        Flow::Close
+    }
+}
+
 /// Hands the whole packet to the engine (a copy in the session's aligned [`Packet`]).
 fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, packet: &mut Packet) -> Flow {
     let h = &req.h;
-    if matches!(
-        h.opcode,
-        PROTOCOL_BINARY_CMD_TOUCH | PROTOCOL_BINARY_CMD_GAT | PROTOCOL_BINARY_CMD_GATQ
-    ) {
-        peer.count(Stat::CmdTouch);
-    }
+    let start = out.len();
     let (rc, responded) = ext::forward(peer, packet, req.packet, h.opaque, out);
+    // An engine's bare refusal gets memcached's text, as the host's own refusals do.
+    let unknown = PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND.to_be_bytes();
+    if out.len() == start + HEADER && out[start + 6..start + 8] == unknown {
+        out.truncate(start);
+        status_reply(out, h, PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND);
+    }
     match rc {
         Ok(()) => Flow::Continue,
         Err(ENGINE_DISCONNECT) => Flow::Close,

@@ -150,6 +150,18 @@ pub fn get_and_touch(
     }
 }
 
+/// Binary TOUCH or GAT (`opcode`) of `key` to `exptime`, the engine's answer as it gave it,
+/// for the binary protocol to word as memcached does.
+pub fn touch_answer(
+    peer: &Peer,
+    packet: &mut Packet,
+    opcode: u8,
+    key: &[u8],
+    exptime: u32,
+) -> Result<Answer, ENGINE_ERROR_CODE> {
+    call(peer, packet, opcode, [&exptime.to_be_bytes(), key, &[]])
+}
+
 /// What a meta get asks of our engines besides the fetch.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MetaGet {

@@ -1,6 +1,8 @@
 //! The binary protocol end to end: mcb-memcached serving the C test engine, loaded directly.
 
 mod common;
+#[path = "transcript/binary.rs"]
+mod transcript;
 use common::*;
 
 fn server() -> Server {
@@ -483,4 +485,66 @@ fn a_pipelined_multi_get_is_one_request_to_the_turn() {
     // The first stats request's own yield, then the batch's.
     let during = yields(&mut c) - before;
     assert!((3..=20).contains(&during), "{during} yields");
+}
+
+/// Replays `transcript`'s sessions on `port`; the mismatches, worded.
+fn replay(port: u16) -> Vec<String> {
+    use transcript::{Ans, Req, CLOSED, LAST};
+    let mut mismatches = Vec::new();
+    let mut noop = packet(NOOP, &[], &[], &[], 0);
+    noop[12..16].copy_from_slice(&0x4e4f_4f50u32.to_be_bytes());
+    for session in transcript::sessions() {
+        let mut c = Bin(connect(port));
+        let mut last = 0;
+        for (Req(opcode, extras, key, value, cas), expected) in session {
+            let cas = if cas == LAST { last } else { cas };
+            let mut request = packet(opcode, extras, key, value, cas);
+            request.extend_from_slice(&noop);
+            c.send(&request);
+            let mut got = Vec::new();
+            loop {
+                let Some(r) = c.try_recv() else {
+                    got.push(Ans(CLOSED, vec![], vec![], vec![], false));
+                    break;
+                };
+                if r.opcode == NOOP && r.opaque == 0x4e4f_4f50 {
+                    break;
+                }
+                if r.opcode != opcode || r.opaque != 0xdead_beef {
+                    mismatches.push(format!("{opcode:#x} {key:?}: answered as {r:?}"));
+                }
+                if r.cas != 0 {
+                    last = r.cas;
+                }
+                got.push(Ans(r.status, r.extras, r.key, r.value, r.cas != 0));
+            }
+            if got != expected {
+                mismatches.push(format!(
+                    "{opcode:#x} {key:?} {value:?}: expected {expected:?}, got {got:?}"
+                ));
+            }
+            if got.last().is_some_and(|a| a.0 == CLOSED) {
+                break;
+            }
+        }
+    }
+    mismatches
+}
+
+/// The binary protocol answers as memcached 1.6 does (the built-in engine's default bucket).
+#[test]
+fn binary_commands_answer_as_memcached_does() {
+    let s = Server::start(&[]);
+    let mismatches = replay(s.port);
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+#[test]
+fn the_binary_transcript_is_memcacheds() {
+    let Some(memcached) = Memcached::start(&[], "the binary transcript") else {
+        return;
+    };
+    let mismatches = replay(memcached.port);
+    drop(memcached);
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }

@@ -404,12 +404,14 @@ pub(crate) unsafe extern "C" fn unknown_command(
             item.note_access(store.now());
         }
         match (touched, opcode) {
-            (Some(item), PROTOCOL_BINARY_CMD_TOUCH) => {
-                send(&[], &[], PROTOCOL_BINARY_RESPONSE_SUCCESS, item.cas())
-            }
+            // A touch answers the flags without the value, as memcached's does.
             (Some(item), _) => send(
                 &item.flags().to_ne_bytes(),
-                value_of(&item),
+                if opcode == PROTOCOL_BINARY_CMD_TOUCH {
+                    &[]
+                } else {
+                    value_of(&item)
+                },
                 PROTOCOL_BINARY_RESPONSE_SUCCESS,
                 item.cas(),
             ),
