@@ -213,15 +213,25 @@ pub(crate) struct Shape {
 /// [`Cache::get_with`](super::Cache::get_with)'s reader.
 #[inline(always)]
 pub(crate) fn this_thread<V: 'static>(slot: &Slot, shape: Shape) -> Here<V> {
-    LOCAL.with(|cell| {
-        if let Some(Some(held)) = cell.borrow().get(slot.index) {
-            if held.incarnation == slot.incarnation {
-                // SAFETY: the entry carries `slot`'s incarnation, which is unique in the
-                // process, so `make_local::<V>` made it for this slot, whose caches all keep
-                // `V`s (a slot is shared only by caches of one value type).
-                return unsafe { held.share() };
-            }
+    let found = LOCAL.with(|cell| match cell.borrow().get(slot.index) {
+        Some(Some(held)) if held.incarnation == slot.incarnation => {
+            // SAFETY: the entry carries `slot`'s incarnation, which is unique in the process,
+            // so `make_local::<V>` made it for this slot, whose caches all keep `V`s (a slot
+            // is shared only by caches of one value type).
+            Some(unsafe { held.share() })
         }
+        _ => None,
+    });
+    // Out of line: the lookup above stays small enough to inline into every read.
+    found.unwrap_or_else(|| first_use(slot, shape))
+}
+
+/// This thread's first use of `slot` (or its first since the slot's caches were dropped): a
+/// new L1 in the table.
+#[cold]
+#[inline(never)]
+fn first_use<V: 'static>(slot: &Slot, shape: Shape) -> Here<V> {
+    LOCAL.with(|cell| {
         // Freed without the table borrowed: their values' drops may use caches.
         let (here, dead) = make_local::<V>(&mut cell.borrow_mut(), slot, shape);
         drop(dead);
