@@ -371,7 +371,11 @@ impl Store {
                     let new = self.fresh(key, h + t, old.flags(), old.exptime(), Mode::Brief)?;
                     new.item.copy_value(0, head, 0, h);
                     new.item.copy_value(h, tail, 0, t);
-                    Ok((new, Self::meta_word(now, 0)))
+                    Ok(Made {
+                        item: new,
+                        meta: Self::meta_word(now, 0),
+                        linked: true,
+                    })
                 })
                 .map(|(cas, _)| cas);
         }
@@ -426,7 +430,7 @@ impl Store {
             {
                 Ok((cas, grow)) => {
                     drop(locked);
-                    self.stored(&found, grow, now);
+                    self.stored(&found, true, grow, now);
                     return Ok(cas);
                 }
                 Err(Unpublished::Wide) => {
@@ -443,12 +447,15 @@ impl Store {
         }
     }
 
-    /// After a store: counts it (and a dead item it replaced), doubles the index if asked.
-    fn stored(&self, found: &Found<'_>, grow: bool, now: RelTime) {
+    /// After a store: counts it (a `linked` item: see [`Made::linked`]; a dead item it
+    /// replaced), doubles the index if asked.
+    fn stored(&self, found: &Found<'_>, linked: bool, grow: bool, now: RelTime) {
         if matches!(found, Found::Dead(..)) {
             self.counters.add(Counter::Reclaimed, 1);
         }
-        self.counters.add(Counter::TotalItems, 1);
+        if linked {
+            self.counters.add(Counter::TotalItems, 1);
+        }
         if grow {
             self.engine.grow(now);
         }
@@ -466,13 +473,17 @@ impl Store {
         hash: Hash,
         now: RelTime,
         keep_cas: bool,
-        mut make: impl FnMut(Option<&ItemRef<'s>>) -> Result<(ItemRef<'s>, u32), Error>,
+        mut make: impl FnMut(Option<&ItemRef<'s>>) -> Result<Made<'s>, Error>,
     ) -> Result<(u64, ItemRef<'s>), Error> {
         self.settle_flush(now);
         let (mut short, mut grown) = (0, false);
         loop {
             let current = self.get_held(key, hash, now);
-            let (new, meta) = match make(current.as_ref()) {
+            let Made {
+                item: new,
+                meta,
+                linked,
+            } = match make(current.as_ref()) {
                 Ok(made) => made,
                 Err(Error::NoMemory) if short < 3 => {
                     // Let go of what we hold, so that its segment can be reused, and retry.
@@ -506,7 +517,7 @@ impl Store {
             {
                 Ok((cas, grow)) => {
                     drop(locked);
-                    self.stored(&found, grow, now);
+                    self.stored(&found, linked, grow, now);
                     return Ok((cas, new));
                 }
                 // Its segment is too old for a CAS word: the next try reserves anew.
@@ -651,7 +662,8 @@ impl Store {
         item
     }
 
-    fn touch_item(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef<'_>> {
+    /// [`Store::touch`] without its count (a meta get counts its own).
+    pub(super) fn touch_item(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef<'_>> {
         let now = self.now();
         self.settle_flush(now);
         let hash = self.engine.hash(key);
@@ -690,8 +702,13 @@ impl Store {
             };
             let new = self.reserve(shape, key, exptime, old.flags(), Mode::Brief)?;
             new.item.copy_value(0, &old.item, 0, shape.vlen());
-            // Relaxed: the meta state carries over (a racing note of a read may be lost).
-            Ok((new, old.item.meta().load(Ordering::Relaxed)))
+            Ok(Made {
+                item: new,
+                // Relaxed: the meta state carries over (a racing note of a read may be lost).
+                meta: old.item.meta().load(Ordering::Relaxed),
+                // memcached's touch changes the item in place.
+                linked: false,
+            })
         })
         .ok()
         .map(|(_, item)| item)
@@ -822,4 +839,14 @@ impl Store {
         self.blocks
             .token_item(&self.engine, self.config.use_cas, token, take)
     }
+}
+
+/// What a rewrite's `make` built from the live item (see [`Store::rewrite`]).
+pub(super) struct Made<'s> {
+    pub item: ItemRef<'s>,
+    /// The new item's meta word.
+    pub meta: u32,
+    /// Whether memcached links a new item for this (counted in `total_items`), rather than
+    /// changing the old one in place (a touch, an invalidation, an incr whose number fits).
+    pub linked: bool,
 }

@@ -14,7 +14,7 @@
 //! too, through [`ItemRef::note_access`]): as memcached, the time is rewritten only once it is
 //! a minute old, so a hot item's fetches do not write it.
 
-use super::commands::{Mode, Store, StoreOp};
+use super::commands::{Made, Mode, Store, StoreOp};
 use super::error::Error;
 use super::item::{ItemRef, RelTime};
 use super::seg::{FETCHED, STALE, WON};
@@ -97,7 +97,10 @@ impl Store {
     pub fn meta_get(&self, key: &[u8], fetch: &Fetch) -> Option<Fetched<'_>> {
         let now = self.now();
         let found = match fetch.touch {
-            Some(exptime) => self.touch(key, exptime),
+            // As memcached's, a miss is no touch miss (the host counts it as a get's).
+            Some(exptime) => self.touch_item(key, exptime).inspect(|_| {
+                self.counters.add(Counter::TouchHits, 1);
+            }),
             None => self.get_at(key, now, false),
         };
         let item = match (found, fetch.vivify) {
@@ -107,13 +110,19 @@ impl Store {
                 let stub = self.item(key, b"", 0, exptime).ok()?;
                 // Fetched already, as memcached counts the creating fetch (`h1` next time).
                 return match self.store_op(&stub, StoreOp::Add, WON | FETCHED) {
-                    Ok(_) => Some(Fetched {
-                        item: stub,
-                        stale: false,
-                        token: Token::Won,
-                        fetched_before: false,
-                        idle: 0,
-                    }),
+                    Ok(_) => {
+                        // memcached counts the creating fetch as a hit (of its touch, with one).
+                        if fetch.touch.is_some() {
+                            self.counters.add(Counter::TouchHits, 1);
+                        }
+                        Some(Fetched {
+                            item: stub,
+                            stale: false,
+                            token: Token::Won,
+                            fetched_before: false,
+                            idle: 0,
+                        })
+                    }
                     // Another client created it first: a hit on theirs.
                     Err(Error::NotStored) => self.meta_get(key, &Fetch::default()),
                     Err(_) => None,
@@ -217,18 +226,25 @@ impl Store {
             let text = format!("{new:<kept$}");
             let item = self.fresh(key, text.len(), flags, exptime, Mode::Brief)?;
             item.item.write_value(0, text.as_bytes());
-            let meta = same_item
-                .filter(|_| text.len() == kept)
-                .unwrap_or_else(|| Store::meta_word(now, 0));
-            Ok((item, meta))
+            let in_place = same_item.filter(|_| text.len() == kept);
+            Ok(Made {
+                item,
+                meta: in_place.unwrap_or_else(|| Store::meta_word(now, 0)),
+                linked: in_place.is_none(),
+            })
         });
-        let counter = match (d.incr, hit) {
-            (true, true) => Counter::IncrHits,
-            (true, false) => Counter::IncrMisses,
-            (false, true) => Counter::DecrHits,
-            (false, false) => Counter::DecrMisses,
+        // As memcached counts: a hit once done, a miss that creates nothing; not a value that
+        // is no number, nor a CAS that differs, nor the creating miss (the new item counts).
+        let counter = match (&result, d.incr) {
+            (Ok(_), true) if hit => Some(Counter::IncrHits),
+            (Ok(_), false) if hit => Some(Counter::DecrHits),
+            (Err(Error::NotFound), true) => Some(Counter::IncrMisses),
+            (Err(Error::NotFound), false) => Some(Counter::DecrMisses),
+            _ => None,
         };
-        self.counters.add(counter, 1);
+        if let Some(counter) = counter {
+            self.counters.add(counter, 1);
+        }
         result.map(|(cas, item)| Counted {
             value,
             cas,
@@ -244,7 +260,7 @@ impl Store {
         self.check(key.len(), 0)?;
         let now = self.now();
         let hash = self.engine.hash(key);
-        self.rewrite(key, hash, now, false, |current| {
+        let result = self.rewrite(key, hash, now, false, |current| {
             let old = current.ok_or(Error::NotFound)?;
             if cas != 0 && old.cas() != cas {
                 return Err(Error::Exists);
@@ -252,9 +268,18 @@ impl Store {
             let exptime = exptime.unwrap_or(old.exptime());
             let copy = self.fresh(key, old.value_len(), old.flags(), exptime, Mode::Brief)?;
             copy.item.copy_value(0, &old.item, 0, old.value_len());
-            Ok((copy, Store::meta_word(now, STALE)))
-        })
-        .map(|(cas, _)| cas)
+            // memcached marks the item stale in place.
+            Ok(Made {
+                item: copy,
+                meta: Store::meta_word(now, STALE),
+                linked: false,
+            })
+        });
+        // As memcached's: a refused invalidation is a delete miss, a done one no delete hit.
+        if matches!(result, Err(Error::NotFound | Error::Exists)) {
+            self.counters.add(Counter::DeleteMisses, 1);
+        }
+        result.map(|(cas, _)| cas)
     }
 
     /// `ms … I C<cas>`: stores `item` if `cas` is the present item's CAS, and also, marked

@@ -539,7 +539,7 @@ fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
                 status_reply(out, h, PROTOCOL_BINARY_RESPONSE_EINTERNAL);
                 return Flow::Continue;
             };
-            peer.fetched_classic(req.key, true);
+            peer.fetched_classic(req.key, true, false);
             let info = value.info();
             let flags = info.flags().to_ne_bytes();
             let reply = h.reply(0, info.cas());
@@ -552,7 +552,7 @@ fn get(peer: &Peer, req: &Request<'_>, output: &mut Output) -> Flow {
             Flow::Continue
         }
         Err(ENGINE_KEY_ENOENT) => {
-            peer.fetched_classic(req.key, false);
+            peer.fetched_classic(req.key, false, false);
             if !quiet {
                 let status = PROTOCOL_BINARY_RESPONSE_KEY_ENOENT;
                 let text = if with_key { &b""[..] } else { message(status) };

@@ -215,10 +215,13 @@ impl Peer {
         self.count(if hit { Stat::GetHits } else { Stat::GetMisses });
     }
 
-    /// A classic get (ASCII or binary) of `key` found it or not: [`Peer::fetched`], and the
-    /// detail's `get` and `hit` (memcached's detail counts classic commands only).
-    pub fn fetched_classic(&self, key: &[u8], hit: bool) {
-        self.fetched(hit);
+    /// A classic get (ASCII or binary) of `key` found it or not: [`Peer::fetched`] (but for a
+    /// gat, `touched`, which memcached counts as a touch only), and the detail's `get` and
+    /// `hit` (memcached's detail counts classic commands only, a gat among them).
+    pub fn fetched_classic(&self, key: &[u8], hit: bool, touched: bool) {
+        if !touched {
+            self.fetched(hit);
+        }
         self.detail(key, counters::Op::Get);
         if hit {
             self.detail(key, counters::Op::Hit);

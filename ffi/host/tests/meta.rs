@@ -646,6 +646,91 @@ fn the_transcript_is_memcacheds() {
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
+/// Requests memcached 1.6.18 counts by rules of its own (a gat and `mg … T` hit count as
+/// touches, `mg … T` misses as gets, an item `N` creates as a hit, `cmd_meta` only `me`, an incr
+/// that creates, finds no number or a CAS that differs as neither hit nor miss, an in-place
+/// touch, incr or invalidation as no new item, a refused `md` as a delete miss, a refused
+/// flush_all as a flush), on a fresh server; then the counters memcached gives after them.
+const COUNTED: &[&str] = &[
+    "mg a v\r\n",
+    "ms a 1\r\nx\r\n",
+    "mg a v\r\n",
+    "me a\r\n",
+    "gat 0 a\r\n",
+    "gat 0 b\r\n",
+    "gats 0 a b\r\n",
+    "touch a 0\r\n",
+    "touch b 0\r\n",
+    "mg a T10\r\n",
+    "mg b T10\r\n",
+    "mg new T10 N5\r\n",
+    "mg new2 N5\r\n",
+    "set n 0 0 1\r\n5\r\n",
+    "incr n 1\r\n",
+    "incr n 5\r\n",
+    "decr n 1\r\n",
+    "ma m N0\r\n",
+    "incr m2 1\r\n",
+    "set t 0 0 1\r\nx\r\n",
+    "incr t 1\r\n",
+    "ma t C99\r\n",
+    "md x C0\r\n",
+    "md x I\r\n",
+    "md a C1\r\n",
+    "md a C0\r\n",
+    "md a I\r\n",
+    "md a\r\n",
+    "flush_all x\r\n",
+    "flush_all\r\n",
+];
+
+const COUNTS: &[(&str, &str)] = &[
+    ("cmd_get", "4"),
+    ("get_hits", "2"),
+    ("get_misses", "2"),
+    ("cmd_touch", "8"),
+    ("touch_hits", "5"),
+    ("touch_misses", "3"),
+    ("cmd_meta", "1"),
+    ("incr_hits", "2"),
+    ("incr_misses", "1"),
+    ("decr_hits", "1"),
+    ("decr_misses", "0"),
+    ("delete_hits", "1"),
+    ("delete_misses", "5"),
+    ("cmd_flush", "2"),
+    ("total_items", "7"),
+];
+
+/// The counters of [`COUNTS`] that differ on `port` after [`COUNTED`], worded.
+fn miscounted(port: u16) -> Vec<String> {
+    let mut conn = Conn::new(port);
+    for request in COUNTED {
+        conn.ask(request);
+    }
+    let stats = conn.ask("stats\r\n");
+    COUNTS
+        .iter()
+        .filter_map(|&(name, want)| {
+            let line = format!("STAT {name} {want}\r\n");
+            (!stats.contains(&line)).then(|| format!("{name}: expected {want} in {stats}"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_counters_count_as_memcacheds() {
+    let server = Server::start(&[]);
+    let ours = miscounted(server.port);
+    assert!(ours.is_empty(), "{}", ours.join("\n"));
+    let Some(memcached) = Memcached::start(&[], "the counters") else {
+        return;
+    };
+    let theirs = miscounted(memcached.port);
+    drop(memcached);
+    assert!(theirs.is_empty(), "{}", theirs.join("\n"));
+}
+
 /// The names of a stats group's answer on `port` (after storing one item), class numbers
 /// replaced by `N`; and the line it ends with.
 fn stat_names(port: u16, group: &str) -> (std::collections::BTreeSet<String>, String) {

@@ -123,7 +123,6 @@ fn stats(peer: &Peer, group: &[u8], args: &[&[u8]], out: &mut Vec<u8>) -> Reply 
 }
 
 fn flush_all(peer: &Peer, when: libc::time_t) -> Reply {
-    peer.count(Stat::CmdFlush);
     if !peer.ctx.options.flush_enabled {
         return Reply::Line("CLIENT_ERROR flush_all not allowed");
     }

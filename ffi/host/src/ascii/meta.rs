@@ -202,9 +202,6 @@ fn cas_of(peer: &Peer, key: &[u8]) -> Result<u64, ENGINE_ERROR_CODE> {
 /// `mg <key> <flag>*`: a get (a get-and-touch with `T`).
 pub fn get(peer: &Peer, out: &mut Output, packet: &mut Packet, r: &Request) -> Flow {
     let touch = r.time(b'T');
-    if touch.is_some() {
-        peer.count(Stat::CmdTouch);
-    }
     let found = match fetch_ext(peer, packet, r, touch) {
         // An engine without our opcode: what v1 does (no stale items, token, access times).
         Err(Ok(ENGINE_ENOTSUP)) if !b"NRhl".iter().any(|&f| r.has(f)) => {
@@ -216,7 +213,12 @@ pub fn get(peer: &Peer, out: &mut Output, packet: &mut Packet, r: &Request) -> F
         Err(Err(text)) => say_error(out.tail(), text),
         Err(Ok(rc)) => engine_error(out.tail(), rc),
         Ok(Some((known, held))) => {
-            peer.fetched(true);
+            // As memcached's: a hit with `T` counts as a touch, a miss as a get's.
+            if touch.is_some() {
+                peer.count(Stat::CmdTouch);
+            } else {
+                peer.fetched(true);
+            }
             if r.has(b'v') {
                 if let Some(copied) = value(out, r, &known, held) {
                     peer.keep_answer(Vec::new(), copied);
@@ -263,6 +265,9 @@ fn value(out: &mut Output, r: &Request, known: &Known, held: Held) -> Option<Vec
     copied
 }
 
+/// A CAS no item carries (the store numbers from 1, and would take 2^64 writes to get here).
+const NO_ITEMS_CAS: u64 = u64::MAX;
+
 /// `md <key> <flag>*`: a delete, with a CAS to compare when `C` is given (`C0` too, as in
 /// memcached: it matches only an item without a CAS, which v1's `remove`, where 0 is "any",
 /// cannot ask, so the item's CAS is read first).
@@ -270,21 +275,22 @@ pub fn delete(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Request) 
     let (cas_given, ttl) = (r.u64(b'C'), r.time(b'T'));
     let mut cas = cas_given.unwrap_or(0);
     let engine = peer.engine();
-    let compared = match cas_given {
-        Some(0) => match cas_of(peer, &r.key) {
-            Ok(0) => Ok(()),
-            Ok(_) => Err(ENGINE_KEY_EEXISTS),
-            Err(rc) => Err(rc),
-        },
-        _ => Ok(()),
-    };
-    let removed = compared.and_then(|()| {
+    if cas_given == Some(0) {
+        // An item with a CAS, or none: the engine refuses it (and counts the miss, as
+        // memcached does) against a CAS no item carries.
+        match cas_of(peer, &r.key) {
+            Ok(0) => {}
+            Ok(_) | Err(ENGINE_KEY_ENOENT) => cas = NO_ITEMS_CAS,
+            Err(rc) => return engine_error(out, rc),
+        }
+    }
+    let removed = {
         if r.has(b'I') {
             ext::invalidate(peer, packet, &r.key, cas, ttl.map(wire_exptime))
         } else {
             peer.retry(|| ok(engine.remove(&peer.cookie, &r.key, &mut cas, 0)))
         }
-    });
+    };
     let code = match removed {
         Ok(()) if r.quiet() => return Flow::Continue,
         Ok(()) => "HD",

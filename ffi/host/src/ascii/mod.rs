@@ -223,8 +223,14 @@ fn run(peer: &Peer, out: &mut Output, packet: &mut Packet, line: &[u8], tokens: 
             reply(out.tail(), "CLIENT_ERROR unauthenticated");
             return Next::Answered(Flow::Continue);
         }
-        if parse::is_meta(verb) {
+        // memcached 1.6.18 counts `me` alone in cmd_meta (mg, ms, md and ma count as the
+        // classic commands they stand for).
+        if verb == b"me" {
             peer.count(Stat::CmdMeta);
+        }
+        // memcached counts a flush_all it dispatches, one it then refuses included.
+        if verb == b"flush_all" && tokens.len() <= 3 {
+            peer.count(Stat::CmdFlush);
         }
     }
     match parse::command(line, tokens) {
@@ -293,10 +299,10 @@ fn get(s: &mut Session, p: &mut Pending, mut getting: Getting) -> Step {
         }
         match execute::fetch(&s.peer, &mut s.packet, key, getting.touch) {
             Fetch::Hit(hit) => {
-                s.peer.fetched_classic(key, true);
+                s.peer.fetched_classic(key, true, getting.touch.is_some());
                 compose::value(&mut s.out, key, hit, getting.with_cas);
             }
-            Fetch::Miss => s.peer.fetched_classic(key, false),
+            Fetch::Miss => s.peer.fetched_classic(key, false, getting.touch.is_some()),
             Fetch::Parked => {
                 s.peer.take_parked();
                 *p = Pending::Get(getting);
