@@ -290,7 +290,7 @@ impl Store {
         let now = self.now();
         let key = item.key();
         let hash = self.engine.hash(&key);
-        self.store_whole(item, &key, hash, now, |found| match found.live() {
+        let result = self.store_whole(item, &key, hash, now, |found| match found.live() {
             Some(old) => {
                 let current = self.engine.cas_of(old);
                 match cas.cmp(&current) {
@@ -300,7 +300,18 @@ impl Store {
                 }
             }
             None => Err(Error::NotFound),
-        })
+        });
+        // Counted as a CAS store, as memcached counts it (a stale one as a hit).
+        let counter = match result {
+            Ok(_) => Some(Counter::CasHits),
+            Err(Error::Exists) => Some(Counter::CasBadval),
+            Err(Error::NotFound) => Some(Counter::CasMisses),
+            Err(_) => None,
+        };
+        if let Some(counter) = counter {
+            self.counters.add(counter, 1);
+        }
+        result
     }
 }
 

@@ -11,7 +11,11 @@ while another reference holds an item), and what it found is in tests/meta.rs's 
 which CI replays against memcached. Run it after changing the protocol layer:
 
     cargo build -p mcb-host
-    python3 ffi/host/tests/differential.py [first-seed] [seeds] [requests] [mcb-memcached]
+    python3 ffi/host/tests/differential.py [first-seed] [seeds] [requests] [mcb-memcached] [stats]
+
+With `stats`, the counters of `stats` (those COUNTERS names) are compared after every request
+too (what it found is in tests/meta.rs, `the_counters_count_as_memcacheds`; the host README's
+Stats section lists the differences left, which a long run may reach).
 
 Needs python3 and memcached on the PATH (Debian's package: 1.6.18).
 """
@@ -139,7 +143,23 @@ def last_cas(answer):
     return found[-1] if found else None
 
 
-def run_seed(seed, requests, ours):
+COUNTERS = [b"cmd_get", b"cmd_set", b"cmd_flush", b"cmd_touch", b"cmd_meta", b"get_hits",
+            b"get_misses", b"delete_misses", b"delete_hits", b"incr_misses", b"incr_hits",
+            b"decr_misses", b"decr_hits", b"cas_misses", b"cas_hits", b"cas_badval",
+            b"touch_hits", b"touch_misses", b"store_too_large", b"store_no_memory",
+            b"total_items"]
+
+
+def counters(conn):
+    conn.sendall(b"stats\r\n")
+    out = b""
+    while not out.endswith(b"END\r\n"):
+        out += conn.recv(65536)
+    found = dict(re.findall(rb"STAT (\S+) (\S+)", out))
+    return {name: found.get(name) for name in COUNTERS}
+
+
+def run_seed(seed, requests, ours, with_stats=False):
     r = random.Random(seed)
     ports = (free_port(), free_port())
     user = ["-u", "nobody"] if os.geteuid() == 0 else []
@@ -163,6 +183,13 @@ def run_seed(seed, requests, ours):
                 return False
             if any(a.endswith((b"<closed>", b"<timeout>")) for a in answers):
                 return True
+            if with_stats:
+                theirs, mine = (counters(conn) for conn in conns)
+                if theirs != mine:
+                    differing = {k: (theirs[k], mine[k]) for k in COUNTERS if theirs[k] != mine[k]}
+                    print("seed %d, request %d: %r\n  counters (memcached, ours) %r"
+                          % (seed, step, sent[0], differing))
+                    return False
         return True
     finally:
         for s in servers:
@@ -176,7 +203,9 @@ def main():
     seeds = int(args[1]) if len(args) > 1 else 50
     requests = int(args[2]) if len(args) > 2 else 100
     ours = args[3] if len(args) > 3 else "target/debug/mcb-memcached"
-    differing = sum(not run_seed(seed, requests, ours) for seed in range(first, first + seeds))
+    with_stats = len(args) > 4 and args[4] == "stats"
+    differing = sum(not run_seed(seed, requests, ours, with_stats)
+                    for seed in range(first, first + seeds))
     print("%d of %d seeds differ" % (differing, seeds))
     sys.exit(1 if differing else 0)
 

@@ -650,7 +650,7 @@ fn the_transcript_is_memcacheds() {
 /// touches, `mg … T` misses as gets, an item `N` creates as a hit, `cmd_meta` only `me`, an incr
 /// that creates, finds no number or a CAS that differs as neither hit nor miss, an in-place
 /// touch, incr or invalidation as no new item, a refused `md` as a delete miss, a refused
-/// flush_all as a flush), on a fresh server; then the counters memcached gives after them.
+/// flush_all as a flush, `ms … I` as a CAS store, a stale one as a hit), on a fresh server; then the counters memcached gives after them.
 const COUNTED: &[&str] = &[
     "mg a v\r\n",
     "ms a 1\r\nx\r\n",
@@ -680,6 +680,10 @@ const COUNTED: &[&str] = &[
     "md a C0\r\n",
     "md a I\r\n",
     "md a\r\n",
+    "ms i 1 C6 I\r\nv\r\n",
+    "set i 0 0 1\r\nx\r\n",
+    "ms i 1 C1 I\r\nv\r\n",
+    "ms i 1 C18446744073709551615 I\r\nv\r\n",
     "flush_all x\r\n",
     "flush_all\r\n",
 ];
@@ -699,7 +703,10 @@ const COUNTS: &[(&str, &str)] = &[
     ("delete_hits", "1"),
     ("delete_misses", "5"),
     ("cmd_flush", "2"),
-    ("total_items", "7"),
+    ("total_items", "9"),
+    ("cas_hits", "1"),
+    ("cas_misses", "1"),
+    ("cas_badval", "1"),
 ];
 
 /// The counters of [`COUNTS`] that differ on `port` after [`COUNTED`], worded.
