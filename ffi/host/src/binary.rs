@@ -453,15 +453,19 @@ fn dispatch(s: &mut Session, h: &Header) -> Flow {
     }
     let out = output.tail();
     let bare = req.extras.is_empty() && req.key.is_empty() && req.value.is_empty();
-    if !bare
-        && matches!(
-            h.opcode,
-            PROTOCOL_BINARY_CMD_NOOP
-                | PROTOCOL_BINARY_CMD_VERSION
-                | PROTOCOL_BINARY_CMD_QUIT
-                | PROTOCOL_BINARY_CMD_QUITQ
-        )
-    {
+    let misframed = match h.opcode {
+        PROTOCOL_BINARY_CMD_NOOP
+        | PROTOCOL_BINARY_CMD_VERSION
+        | PROTOCOL_BINARY_CMD_QUIT
+        | PROTOCOL_BINARY_CMD_QUITQ
+        | PROTOCOL_BINARY_CMD_SASL_LIST_MECHS => !bare,
+        // The mechanism is the key.
+        PROTOCOL_BINARY_CMD_SASL_AUTH | PROTOCOL_BINARY_CMD_SASL_STEP => {
+            !req.extras.is_empty() || req.key.is_empty()
+        }
+        _ => false,
+    };
+    if misframed {
         return malformed(out, h);
     }
     match h.opcode {

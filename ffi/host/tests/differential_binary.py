@@ -12,7 +12,10 @@ memcached stalls after an unknown command with a body stops there, counted as eq
 changing the binary protocol:
 
     cargo build -p mcb-host
-    python3 ffi/host/tests/differential_binary.py [first-seed] [seeds] [requests] [mcb-memcached]
+    python3 ffi/host/tests/differential_binary.py [first-seed] [seeds] [requests] [mcb-memcached] [stats]
+
+With `stats`, the counters of a STAT (differential.py's COUNTERS) are compared after every
+request too.
 
 Needs python3 and memcached on the PATH (Debian's package: 1.6.18).
 """
@@ -25,7 +28,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from differential import connect, free_port  # noqa: E402
+from differential import COUNTERS, connect, free_port  # noqa: E402
 
 KEYS = [b"a", b"b", b"k1", b"num", b"x" * 250, b"x" * 251, b"", b"sp ace"]
 VALUES = [b"", b"v", b"12", b"0", b"18446744073709551615", b"abc" * 10, b"-1", b" 5", b"7"]
@@ -105,6 +108,17 @@ def ask(conn, data):
         answers.append(fields + (body,))
 
 
+def counters(conn):
+    """The COUNTERS of a STAT's answer."""
+    found = {}
+    for a in ask(conn, packet(0x10)):
+        if isinstance(a, str):
+            break
+        key_len = a[2]
+        found[a[9][:key_len]] = a[9][key_len:]
+    return {name: found.get(name) for name in COUNTERS}
+
+
 def masked(answers):
     """Answers with a CAS told only as zero or not, and VERSION's text left out."""
     out = []
@@ -117,7 +131,7 @@ def masked(answers):
     return out
 
 
-def run_seed(seed, requests, ours):
+def run_seed(seed, requests, ours, with_stats=False):
     r = random.Random(seed)
     ports = (free_port(), free_port())
     user = ["-u", "nobody"] if os.geteuid() == 0 else []
@@ -149,6 +163,11 @@ def run_seed(seed, requests, ours):
                 return report(seed, step, name, key, answers[0], answers[1])
             if any(a[-1:] in (["<closed>"], ["<timeout>"]) for a in answers):
                 return True
+            if with_stats:
+                theirs, mine = (counters(conn) for conn in conns)
+                if theirs != mine:
+                    differing = {k: (theirs[k], mine[k]) for k in COUNTERS if theirs[k] != mine[k]}
+                    return report(seed, step, name, key, ["counters"], [differing])
         return True
     finally:
         for s in servers:
@@ -168,7 +187,9 @@ def main():
     seeds = int(args[1]) if len(args) > 1 else 50
     requests = int(args[2]) if len(args) > 2 else 100
     ours = args[3] if len(args) > 3 else "target/debug/mcb-memcached"
-    differing = sum(not run_seed(seed, requests, ours) for seed in range(first, first + seeds))
+    with_stats = len(args) > 4 and args[4] == "stats"
+    differing = sum(not run_seed(seed, requests, ours, with_stats)
+                    for seed in range(first, first + seeds))
     print("%d of %d seeds differ" % (differing, seeds))
     sys.exit(1 if differing else 0)
 

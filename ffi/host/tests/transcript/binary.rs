@@ -35,6 +35,7 @@ const INCR: u8 = 0x05;
 const FLUSH: u8 = 0x08;
 const STAT: u8 = 0x10;
 const SASL_LIST: u8 = 0x20;
+const SASL_AUTH: u8 = 0x21;
 const UNASSIGNED: u8 = 0x55;
 
 const FLAGS7: &[u8] = b"\0\0\0\x07";
@@ -126,6 +127,8 @@ pub fn sessions() -> Vec<Vec<(Req, Vec<Ans>)>> {
         vec![(Req(FLUSH, b"", b"x", b"", 0), invalid())],
         vec![(Req(FLUSH, b"", b"", b"x", 0), invalid())],
         vec![(Req(STAT, EXP100, b"", b"", 0), invalid())],
+        vec![(Req(SASL_LIST, b"", b"PLAIN", b"", 0), invalid())],
+        vec![(Req(SASL_AUTH, b"", b"", b"\0u\0p", 0), invalid())],
         // memcached reads no value for a touch: answered, then the bytes past the key end it.
         vec![(
             Req(TOUCH, EXP100, b"z", b"x", 0),
