@@ -650,7 +650,8 @@ fn the_transcript_is_memcacheds() {
 /// touches, `mg … T` misses as gets, an item `N` creates as a hit, `cmd_meta` only `me`, an incr
 /// that creates, finds no number or a CAS that differs as neither hit nor miss, an in-place
 /// touch, incr or invalidation as no new item, a refused `md` as a delete miss, a refused
-/// flush_all as a flush, `ms … I` as a CAS store, a stale one as a hit), on a fresh server; then the counters memcached gives after them.
+/// flush_all as a flush, `ms … I` as a CAS store, a stale one as a hit, the keys of a get before
+/// one too long as fetched), on a fresh server; then the counters memcached gives after them.
 const COUNTED: &[&str] = &[
     "mg a v\r\n",
     "ms a 1\r\nx\r\n",
@@ -684,14 +685,15 @@ const COUNTED: &[&str] = &[
     "set i 0 0 1\r\nx\r\n",
     "ms i 1 C1 I\r\nv\r\n",
     "ms i 1 C18446744073709551615 I\r\nv\r\n",
+    "get n m2 $KEY251 n\r\n",
     "flush_all x\r\n",
     "flush_all\r\n",
 ];
 
 const COUNTS: &[(&str, &str)] = &[
-    ("cmd_get", "4"),
-    ("get_hits", "2"),
-    ("get_misses", "2"),
+    ("cmd_get", "6"),
+    ("get_hits", "3"),
+    ("get_misses", "3"),
     ("cmd_touch", "8"),
     ("touch_hits", "5"),
     ("touch_misses", "3"),

@@ -26,7 +26,7 @@ use crate::engine::StoreOp;
 use crate::io::{Landing, Output};
 use crate::packet::Packet;
 use crate::session::{Flow, Peer, Session, Step};
-use crate::text::{reply, tokenize};
+use crate::text::{reply, tokenize, BAD_FORMAT};
 use execute::{Fetch, Unallocated};
 use mcb_abi::abi::*;
 use parse::{Command, MetaVerb};
@@ -78,6 +78,8 @@ pub struct Getting {
     next: usize,
     with_cas: bool,
     touch: Option<u32>,
+    /// Where a key too long starts (see `parse::Command::Get`).
+    too_long: Option<usize>,
 }
 
 /// A storage command's item, its data arriving, and what the store needs.
@@ -151,6 +153,7 @@ enum Next {
         next: usize,
         with_cas: bool,
         touch: Option<u32>,
+        too_long: Option<usize>,
     },
     /// The line is consumed and its data follows, into this item.
     Data(Box<Fill>),
@@ -182,6 +185,7 @@ fn line(s: &mut Session, p: &mut Pending, end: usize) -> Step {
             next,
             with_cas,
             touch,
+            too_long,
         } => get(
             s,
             p,
@@ -190,6 +194,7 @@ fn line(s: &mut Session, p: &mut Pending, end: usize) -> Step {
                 next,
                 with_cas,
                 touch,
+                too_long,
             },
         ),
         Next::Data(fill) => {
@@ -238,10 +243,12 @@ fn run(peer: &Peer, out: &mut Output, packet: &mut Packet, line: &[u8], tokens: 
             keys,
             with_cas,
             touch,
+            too_long,
         } => Next::Get {
             next: keys,
             with_cas,
             touch,
+            too_long,
         },
         Command::Store(store) => allocate(peer, out.tail(), store),
         Command::Meta(verb, r) => Next::Answered(match verb {
@@ -293,6 +300,11 @@ fn get(s: &mut Session, p: &mut Pending, mut getting: Getting) -> Step {
             s.input.consume(getting.end + 1);
             return Step::Done;
         };
+        if getting.too_long.is_some_and(|bad| at >= bad) {
+            reply(s.out.tail(), BAD_FORMAT);
+            s.input.consume(getting.end + 1);
+            return Step::Done;
+        }
         if s.out.is_full() {
             *p = Pending::Get(getting);
             return Step::More;
@@ -300,7 +312,10 @@ fn get(s: &mut Session, p: &mut Pending, mut getting: Getting) -> Step {
         match execute::fetch(&s.peer, &mut s.packet, key, getting.touch) {
             Fetch::Hit(hit) => {
                 s.peer.fetched_classic(key, true, getting.touch.is_some());
-                compose::value(&mut s.out, key, hit, getting.with_cas);
+                // A line refused further on answers no value (the hit is let go).
+                if getting.too_long.is_none() {
+                    compose::value(&mut s.out, key, hit, getting.with_cas);
+                }
             }
             Fetch::Miss => s.peer.fetched_classic(key, false, getting.touch.is_some()),
             Fetch::Parked => {

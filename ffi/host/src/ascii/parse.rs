@@ -24,6 +24,9 @@ pub enum Command<'a> {
         keys: usize,
         with_cas: bool,
         touch: Option<u32>,
+        /// Where the first key over [`KEY_MAX`] starts, if one does: the line is refused
+        /// there, the keys before it fetched but not answered (memcached counts them).
+        too_long: Option<usize>,
     },
     /// A storage command (classic or `ms`) whose data follows the line.
     Store(Store<'a>),
@@ -227,20 +230,23 @@ fn get<'a>(verb: &[u8], line: &'a [u8], tokens: &[&[u8]]) -> Option<Command<'a>>
     };
     // gat and gats: the keys follow the expiration time (and may be none).
     let skip = 1 + usize::from(touch.is_some());
-    let mut keys = line
-        .split(|&b| b == b' ')
-        .filter(|t| !t.is_empty())
-        .skip(skip);
-    if touch.is_none() && keys.clone().next().is_none() {
+    let keys = after_tokens(line, skip);
+    if touch.is_none() && next_key(line, keys).is_none() {
         return Some(Command::refused("ERROR"));
     }
-    if keys.any(|k| k.len() > KEY_MAX) {
-        return Some(Command::refused(BAD_FORMAT));
+    let (mut next, mut too_long) = (keys, None);
+    while let Some((at, key)) = next_key(line, next) {
+        if key.len() > KEY_MAX {
+            too_long = Some(at);
+            break;
+        }
+        next = at + key.len();
     }
     Some(Command::Get {
-        keys: after_tokens(line, skip),
+        keys,
         with_cas,
         touch,
+        too_long,
     })
 }
 
@@ -778,6 +784,7 @@ mod tests {
                 keys,
                 with_cas: true,
                 touch: None,
+                too_long: None,
             } = c
             else {
                 panic!("{c:?}");
