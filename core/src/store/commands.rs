@@ -650,7 +650,7 @@ impl Store {
     /// Sets the expiry of `key`'s live item and returns it (memcached's touch; get-and-touch
     /// reads the returned item). An item stored without an expiry is rewritten to get one.
     pub fn touch(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef<'_>> {
-        let item = self.touch_item(key, exptime);
+        let item = self.touch_item(key, exptime).map(|(item, _)| item);
         self.counters.add(
             if item.is_some() {
                 Counter::TouchHits
@@ -662,8 +662,13 @@ impl Store {
         item
     }
 
-    /// [`Store::touch`] without its count (a meta get counts its own).
-    pub(super) fn touch_item(&self, key: &[u8], exptime: RelTime) -> Option<ItemRef<'_>> {
+    /// [`Store::touch`] without its count (a meta get counts its own), and the expiry the item
+    /// had before.
+    pub(super) fn touch_item(
+        &self,
+        key: &[u8],
+        exptime: RelTime,
+    ) -> Option<(ItemRef<'_>, RelTime)> {
         let now = self.now();
         self.settle_flush(now);
         let hash = self.engine.hash(key);
@@ -674,20 +679,24 @@ impl Store {
                 self.take_back_found(&locked, &found);
                 return None;
             };
+            let before = item.exptime();
             if item.set_exptime(exptime) {
                 self.engine.note_expiry(item, exptime);
                 // Linked under the locks, so its segment cannot be reused before the hold counts.
                 self.engine.hold(item);
-                return Some(ItemRef {
+                let item = ItemRef {
                     engine: &self.engine,
                     item: item.clone(),
                     hold: Hold::Counted,
-                });
+                };
+                return Some((item, before));
             }
         }
         // No expiry word: a copy with one.
+        let mut before = 0;
         self.rewrite(key, hash, now, true, |current| {
             let old = current.ok_or(Error::NotFound)?;
+            before = old.exptime();
             // The CAS stays (as memcached's touch keeps it): whole, since it is older than the
             // new segment's base.
             let shape = Shape {
@@ -711,7 +720,7 @@ impl Store {
             })
         })
         .ok()
-        .map(|(_, item)| item)
+        .map(|(_, item)| (item, before))
     }
 
     /// Hides every item stored before now (`when` 0 or not in the future) or, from time

@@ -58,6 +58,10 @@ pub struct Fetched<'s> {
     pub fetched_before: bool,
     /// Seconds since its last access before this fetch (`l`).
     pub idle: RelTime,
+    /// Its expiry before this fetch touched it (what a `t` ahead of the `T` reports).
+    pub exptime_before: RelTime,
+    /// This fetch created it (`N`).
+    pub created: bool,
 }
 
 /// A meta arithmetic (`ma`): incr or decr by `delta`, creating the item on a miss with `create`
@@ -101,10 +105,13 @@ impl Store {
             Some(exptime) => self.touch_item(key, exptime).inspect(|_| {
                 self.counters.add(Counter::TouchHits, 1);
             }),
-            None => self.get_at(key, now, false),
+            None => self.get_at(key, now, false).map(|item| {
+                let exptime = item.exptime();
+                (item, exptime)
+            }),
         };
-        let item = match (found, fetch.vivify) {
-            (Some(item), _) => item,
+        let (item, exptime_before) = match (found, fetch.vivify) {
+            (Some(found), _) => found,
             (None, None) => return None,
             (None, Some(exptime)) => {
                 let stub = self.item(key, b"", 0, exptime).ok()?;
@@ -121,6 +128,8 @@ impl Store {
                             token: Token::Won,
                             fetched_before: false,
                             idle: 0,
+                            exptime_before: 0,
+                            created: true,
                         })
                     }
                     // Another client created it first: a hit on theirs.
@@ -153,6 +162,8 @@ impl Store {
             token,
             fetched_before,
             idle: now.saturating_sub(accessed),
+            exptime_before,
+            created: false,
         })
     }
 

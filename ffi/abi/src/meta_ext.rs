@@ -12,8 +12,9 @@ pub const ANSWER_MAGIC: [u8; 4] = *b"mcbM";
 /// Meta get. Extras (16 bytes): what to do (`GET_*` bits), 3 bytes zero, then the vivify
 /// expiry, the recache threshold in seconds and the touch expiry (client expiration times, as
 /// in a SET). Answer: SUCCESS with extras of the magic, the item's flags as stored (4 bytes), its expiry
-/// in server time (4), its state (`STATE_*` bits, 1 byte) and the seconds since its last access
-/// before this fetch (4), the value as body and the CAS; or KEY_ENOENT.
+/// in server time (4), its state (`STATE_*` bits, 1 byte), the seconds since its last access
+/// before this fetch (4) and its expiry before this fetch's touch (4; an answer without it is
+/// one from before the field: read the expiry), the value as body and the CAS; or KEY_ENOENT.
 pub const CMD_META_GET: u8 = 0xe8;
 /// Meta delete with invalidation: the item becomes a stale copy with a new CAS. Extras (16
 /// bytes): the CAS to compare (0: any), the new expiry, `INVALIDATE_SET_EXPTIME` or 0, then 3
@@ -55,6 +56,8 @@ pub const STATE_WON: u8 = 2;
 pub const STATE_LOST: u8 = 4;
 /// The item had been fetched before this fetch.
 pub const STATE_FETCHED: u8 = 8;
+/// This fetch created the item (`GET_VIVIFY` on a miss).
+pub const STATE_CREATED: u8 = 16;
 
 /// `CMD_META_INVALIDATE`: the expiry in the extras applies.
 pub const INVALIDATE_SET_EXPTIME: u8 = 1;

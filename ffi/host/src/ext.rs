@@ -186,6 +186,8 @@ pub struct MetaHit {
     pub state: u8,
     /// Seconds since the last access before this one.
     pub idle: u32,
+    /// When it expired before this fetch's touch, in server time (0: never).
+    pub exptime_before: rel_time_t,
     pub cas: u64,
     pub value: Vec<u8>,
 }
@@ -213,12 +215,13 @@ pub fn meta_get(
         x[0] |= GET_NO_BUMP;
     }
     let a = ours(call(peer, packet, CMD_META_GET, [&x, key, &[]]))?;
-    let hit = match (a.status, a.ext.get(4..17)) {
+    let hit = match (a.status, a.ext.get(4..).filter(|ext| ext.len() >= 13)) {
         (PROTOCOL_BINARY_RESPONSE_SUCCESS, Some(ext)) => Ok(Some(MetaHit {
             flags: word(ext, 0).unwrap_or(0),
             exptime: word(ext, 4).unwrap_or(0),
             state: ext[8],
             idle: word(ext, 9).unwrap_or(0),
+            exptime_before: word(ext, 13).or(word(ext, 4)).unwrap_or(0),
             cas: a.cas,
             value: a.value,
         })),

@@ -520,6 +520,19 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("md cx C0 I\r\n", "EX\r\n"),
     ("md none C0\r\n", "NF\r\n"),
     ("mg cx v\r\n", "VA 2\r\nvx\r\n"),
+    // mg takes t, T and (on an item it creates) N in the line's order.
+    ("ms tt 1 T100\r\nx\r\n", "HD\r\n"),
+    ("mg tt t T30\r\n", "HD t100\r\n"),
+    ("mg tt T60 t\r\n", "HD t60\r\n"),
+    ("mg tt t\r\n", "HD t60\r\n"),
+    ("mg tn1 N50 T30 t\r\n", "HD t30 W\r\n"),
+    ("mg tn1 t\r\n", "HD t30 Z\r\n"),
+    ("mg tn2 T30 N50 t\r\n", "HD t50 W\r\n"),
+    ("mg tn2 t\r\n", "HD t50 Z\r\n"),
+    ("mg tn3 t N50\r\n", "HD t-1 W\r\n"),
+    ("mg tn3 t\r\n", "HD t50 Z\r\n"),
+    ("mg tn4 N50 t T30\r\n", "HD t50 W\r\n"),
+    ("mg tn4 t\r\n", "HD t30 Z\r\n"),
 ];
 
 const TOO_LARGE: &str = "SERVER_ERROR object too large for cache\r\n";

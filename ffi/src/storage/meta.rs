@@ -65,18 +65,20 @@ pub(crate) fn command(
             };
             let state = (u8::from(hit.stale) * STATE_STALE)
                 | (u8::from(hit.fetched_before) * STATE_FETCHED)
+                | (u8::from(hit.created) * STATE_CREATED)
                 | match hit.token {
                     Token::None => 0,
                     Token::Won => STATE_WON,
                     Token::Lost => STATE_LOST,
                 };
             let item = &hit.item;
-            let mut ext = [0; 17];
+            let mut ext = [0; 21];
             ext[..4].copy_from_slice(&ANSWER_MAGIC);
             ext[4..8].copy_from_slice(&item.flags().to_ne_bytes());
             ext[8..12].copy_from_slice(&item.exptime().to_be_bytes());
             ext[12] = state;
-            ext[13..].copy_from_slice(&hit.idle.to_be_bytes());
+            ext[13..17].copy_from_slice(&hit.idle.to_be_bytes());
+            ext[17..].copy_from_slice(&hit.exptime_before.to_be_bytes());
             send(
                 &ext,
                 value_of(item),

@@ -17,13 +17,13 @@ use crate::api::server_core::{current_time, to_rel_time};
 use crate::codec::{push_decimal, push_signed};
 use crate::counters::Stat;
 use crate::engine::{Arith, Value};
-use crate::ext::{self, MetaArith, MetaGet};
+use crate::ext::{self, MetaArith, MetaGet, MetaHit};
 use crate::io::{Output, COPY_MAX};
 use crate::packet::Packet;
 use crate::session::{ok, Flow, Peer};
 use crate::text::{error_line, reply, wire_exptime, UNSUPPORTED};
 use mcb_abi::abi::*;
-use mcb_abi::meta_ext::{STATE_FETCHED, STATE_LOST, STATE_STALE, STATE_WON};
+use mcb_abi::meta_ext::{STATE_CREATED, STATE_FETCHED, STATE_LOST, STATE_STALE, STATE_WON};
 use std::io::Write;
 
 const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
@@ -137,7 +137,7 @@ fn fetch_ext(
     touch: Option<libc::time_t>,
 ) -> Fetched {
     let get = MetaGet {
-        vivify: r.time(b'N').map(wire_exptime),
+        vivify: vivify_ttl(r, touch).map(wire_exptime),
         // A negative recache time is never reached.
         recache: r.time(b'R').map(|t| u32::try_from(t).unwrap_or(0)),
         touch: touch.map(wire_exptime),
@@ -152,10 +152,39 @@ fn fetch_ext(
         cas: Some(hit.cas),
         flags: Some(hit.flags),
         size: Some(hit.value.len()),
-        ttl: Some(ttl_of(hit.exptime)),
+        ttl: Some(ttl_of(reported_exptime(r, &hit))),
         state: hit.state,
     };
     Ok(Some((known, Held::Copied(hit.value))))
+}
+
+/// The expiry an item `N` creates gets: memcached applies the line's flags in order, so a `T`
+/// after the `N` sets the new item's expiry again.
+fn vivify_ttl(r: &Request, touch: Option<libc::time_t>) -> Option<libc::time_t> {
+    let vivify = r.time(b'N')?;
+    let at = |flag| r.flags.iter().position(|f| f[0] == flag);
+    match touch {
+        Some(t) if at(b'T') > at(b'N') => Some(t),
+        _ => Some(vivify),
+    }
+}
+
+/// The expiry `t` reports for `hit`, in server time: as memcached walks the line's flags, `T`
+/// sets the expiry, `N` sets it on an item this fetch created, and `t` reports it as it
+/// stands at its place (before a later `T`: the expiry the item had).
+fn reported_exptime(r: &Request, hit: &MetaHit) -> rel_time_t {
+    let created = hit.state & STATE_CREATED != 0;
+    let mut exptime = hit.exptime_before;
+    for flag in r.flags {
+        let set = |flag: u8| r.time(flag).map_or(exptime, to_rel_time);
+        match flag[0] {
+            b't' => return exptime,
+            b'T' => exptime = set(b'T'),
+            b'N' if created => exptime = set(b'N'),
+            _ => {}
+        }
+    }
+    hit.exptime
 }
 
 /// `mg` through the v1 calls: `get`, or binary GAT for a touch.
