@@ -533,6 +533,8 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("mg tn3 t\r\n", "HD t50 Z\r\n"),
     ("mg tn4 N50 t T30\r\n", "HD t50 W\r\n"),
     ("mg tn4 t\r\n", "HD t30 Z\r\n"),
+    // me's exp is memcached's: the time since the expiry, negative while the item lives.
+    ("me tt\r\n", "ME tt exp=-60 la=0 cas=* fetch=yes\r\n"),
 ];
 
 const TOO_LARGE: &str = "SERVER_ERROR object too large for cache\r\n";

@@ -422,7 +422,13 @@ pub fn debug(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, key: &[u8]) ->
         Ok(known) => {
             out.extend_from_slice(b"ME ");
             out.extend_from_slice(key);
-            let _ = write!(out, " exp={}", known.ttl.unwrap_or(-1));
+            // As memcached 1.6.18 prints it: the time since the expiry (negative while the
+            // item lives), -1 for none.
+            let exp = match known.ttl {
+                None | Some(-1) => -1,
+                Some(ttl) => -ttl,
+            };
+            let _ = write!(out, " exp={exp}");
             if let Some(idle) = known.idle {
                 let _ = write!(out, " la={idle}");
             }
