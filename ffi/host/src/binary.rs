@@ -577,7 +577,8 @@ fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flo
     let engine = peer.engine();
     let mut cas = h.cas;
     let rc = peer.retry(|| ok(engine.remove(&peer.cookie, req.key, &mut cas, h.vbucket)));
-    answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), cas, quiet)
+    // memcached 1.6 answers a delete without a CAS (there is no item left to have one).
+    answer(out, h, rc.err().unwrap_or(ENGINE_SUCCESS), 0, quiet)
 }
 
 fn arithmetic(

@@ -15,7 +15,8 @@ changing the binary protocol:
     python3 ffi/host/tests/differential_binary.py [first-seed] [seeds] [requests] [mcb-memcached] [stats]
 
 With `stats`, the counters of a STAT (differential.py's COUNTERS) are compared after every
-request too.
+request too; a DELETE refused for its CAS reaches the difference the host README's Stats section
+lists (a delete miss here, nothing in memcached).
 
 Needs python3 and memcached on the PATH (Debian's package: 1.6.18).
 """

@@ -31,6 +31,7 @@ pub const GATKQ: u8 = 0x24;
 const GET: u8 = 0x00;
 const SET: u8 = 0x01;
 const ADD: u8 = 0x02;
+const DELETE: u8 = 0x04;
 const INCR: u8 = 0x05;
 const FLUSH: u8 = 0x08;
 const STAT: u8 = 0x10;
@@ -93,6 +94,12 @@ pub fn sessions() -> Vec<Vec<(Req, Vec<Ans>)>> {
                 vec![Ans(1, vec![], b"b".to_vec(), vec![], false)],
             ),
             (Req(GATKQ, EXP100, b"b", b"", 0), vec![]),
+            // A delete answers no CAS.
+            (Req(SET, SET0, b"d", b"x", 0), vec![ok(b"", b"", b"")]),
+            (
+                Req(DELETE, b"", b"d", b"", 0),
+                vec![Ans(0, vec![], vec![], vec![], false)],
+            ),
             // An opcode nobody serves, and SASL in a server without it.
             (Req(UNASSIGNED, b"", b"", b"", 0), vec![unknown()]),
             (Req(SASL_LIST, b"", b"", b"", 0), vec![unknown()]),
