@@ -231,12 +231,6 @@ pub(crate) struct Hit {
 }
 
 impl Hit {
-    /// Where the item it names lies.
-    #[inline]
-    pub(crate) fn loc(&self) -> Loc {
-        slot_loc(self.value)
-    }
-
     /// Whether the item was read since it was written to its segment.
     pub(crate) fn seen(&self) -> bool {
         self.value & FREQ != 0
@@ -390,24 +384,29 @@ impl Index {
         (self.regions[bucket.region].at(word), word)
     }
 
-    /// The slot of the item `is_key` accepts among `hash`'s buckets, without a lock. The caller
-    /// is pinned (so that what the slot names is not reused while it reads it).
+    /// The slot of the item `accept` takes among `hash`'s buckets, without a lock, and what
+    /// `accept` made of it. The caller is pinned (so that what the slot names is not reused
+    /// while it reads it).
     #[inline]
-    pub(crate) fn find(&self, hash: Hash, mut is_key: impl FnMut(Loc) -> bool) -> Option<Hit> {
+    pub(crate) fn find<R>(
+        &self,
+        hash: Hash,
+        mut accept: impl FnMut(Loc) -> Option<R>,
+    ) -> Option<(Hit, R)> {
         let tag = hash.tag();
         loop {
             // Acquire: pairs with the Release end of a move (see `Locked::displace`).
             let moved = self.moved.load(Ordering::Acquire);
             let at = self.placement();
             let first = at.bucket(hash, false);
-            if let Some(hit) = self.probe(first, tag, &mut is_key) {
-                return Some(hit);
+            if let Some(found) = self.probe(first, tag, &mut accept) {
+                return Some(found);
             }
             // The second bucket only now: most keys are found in their first.
             let second = at.bucket(hash, true);
             if second != first {
-                if let Some(hit) = self.probe(second, tag, &mut is_key) {
-                    return Some(hit);
+                if let Some(found) = self.probe(second, tag, &mut accept) {
+                    return Some(found);
                 }
             }
             // Acquire (both): a miss is true only if no move ran meanwhile (a slot that moved
@@ -421,22 +420,31 @@ impl Index {
         }
     }
 
-    /// The slot of `bucket` with `tag` that `is_key` accepts: the bucket's eight words bounds
+    /// The slot of `bucket` with `tag` that `accept` takes: the bucket's eight words bounds
     /// checked once, each matched with the occupied bit and tag in one masked compare.
     #[inline(always)]
-    fn probe(&self, bucket: Bucket, tag: u16, is_key: &mut impl FnMut(Loc) -> bool) -> Option<Hit> {
+    fn probe<R>(
+        &self,
+        bucket: Bucket,
+        tag: u16,
+        accept: &mut impl FnMut(Loc) -> Option<R>,
+    ) -> Option<(Hit, R)> {
         let want = wanted(tag);
         let first = bucket.number * SLOTS;
         let words = self.regions[bucket.region].span(first, first + SLOTS);
         for (slot, cell) in words.iter().enumerate() {
             // Acquire: pairs with the writer's Release store, after the item's bytes.
             let value = cell.load(Ordering::Acquire);
-            if value & TAGGED == want && is_key(slot_loc(value)) {
-                return Some(Hit {
+            if value & TAGGED != want {
+                continue;
+            }
+            if let Some(made) = accept(slot_loc(value)) {
+                let hit = Hit {
                     region: bucket.region,
                     word: first + slot,
                     value,
-                });
+                };
+                return Some((hit, made));
             }
         }
         None
@@ -1005,7 +1013,7 @@ pub mod model {
         /// Whether a lookup without the lock finds key `i`.
         pub fn find(&self, i: usize) -> bool {
             self.index
-                .find(self.hash(i), |at| at == Self::loc(i))
+                .find(self.hash(i), |at| (at == Self::loc(i)).then_some(()))
                 .is_some()
         }
 
@@ -1087,7 +1095,9 @@ mod tests {
 
     fn get(index: &Index, keys: &[Vec<u8>], i: usize) -> bool {
         let h = index.hash(&keys[i]);
-        index.find(h, |at| at.seg as usize == i).is_some()
+        index
+            .find(h, |at| (at.seg as usize == i).then_some(()))
+            .is_some()
     }
 
     #[test]
@@ -1142,8 +1152,10 @@ mod tests {
             assert_eq!(put(&index, &keys, i), None);
         }
         for i in [0, 2, 3, 4, 5, 6, 7] {
-            let hit = index
-                .find(index.hash(&keys[i]), |at| at.seg as usize == i)
+            let (hit, ()) = index
+                .find(index.hash(&keys[i]), |at| {
+                    (at.seg as usize == i).then_some(())
+                })
                 .unwrap();
             index.mark_seen(&hit);
         }
@@ -1157,14 +1169,14 @@ mod tests {
         let keys = keys(1);
         assert_eq!(put(&index, &keys, 0), None);
         let reads = || {
-            let hit = index.find(index.hash(&keys[0]), |_| true).unwrap();
+            let (hit, ()) = index.find(index.hash(&keys[0]), |_| Some(())).unwrap();
             index.mark_seen(&hit);
             hit.reads()
         };
         assert_eq!([reads(), reads(), reads(), reads()], [0, 1, 2, 2]);
         let locked = index.lock(index.hash(&keys[0]));
         let (pos, hit) = locked.find(|_| true).unwrap();
-        locked.move_to(pos, hit.loc(), 1);
+        locked.move_to(pos, slot_loc(hit.value), 1);
         drop(locked);
         assert_eq!(reads(), 1, "moved with one read");
     }

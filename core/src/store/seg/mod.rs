@@ -117,15 +117,6 @@ pub(crate) struct Evicted {
     pub expired: u64,
 }
 
-/// What an index probe learnt of the slot it accepted, kept small (the probe runs for every
-/// candidate slot): an item in a segment by its shape (its place comes back with the slot),
-/// or a large object.
-enum Matched<'e> {
-    Nothing,
-    Seg(Shape),
-    Large(Item<'e>),
-}
-
 /// The fewest segments of a cache that keeps a ghost.
 const GHOST_MIN_SEGMENTS: usize = 16;
 
@@ -260,40 +251,20 @@ impl Engine {
     /// `key`'s item (published, live or not) and its slot. The caller is pinned.
     #[inline]
     pub(crate) fn find(&self, _pin: &Pinned, hash: Hash, key: &[u8]) -> Option<(Item<'_>, Hit)> {
-        let mut matched = Matched::Nothing;
-        let hit = self
-            .index
-            .find(hash, |loc| self.is_key(loc, key, &mut matched))?;
-        Some((self.matched(matched, hit.loc())?, hit))
+        let (hit, item) = self.index.find(hash, |loc| self.item_if_key(loc, key))?;
+        Some((item, hit))
     }
 
-    /// Whether the item at `loc` is `key`'s, and what `matched` needs to make it an [`Item`].
+    /// The item at `loc` if it is `key`'s (an index probe asks it of each slot whose tag
+    /// matches; the item is made only for the one that is).
     #[inline]
-    fn is_key<'e>(&'e self, loc: Loc, key: &[u8], matched: &mut Matched<'e>) -> bool {
-        *matched = if self.segs.is_large(loc.seg) {
-            self.large_with_key(loc, key)
-                .map_or(Matched::Nothing, Matched::Large)
-        } else {
-            let at = self.segs.at(loc);
-            Item::key_shape(self.segs.memory(), at, self.use_cas, key)
-                .map_or(Matched::Nothing, Matched::Seg)
-        };
-        !matches!(matched, Matched::Nothing)
-    }
-
-    /// The item an index probe accepted at `loc`.
-    #[inline]
-    fn matched<'e>(&'e self, matched: Matched<'e>, loc: Loc) -> Option<Item<'e>> {
-        match matched {
-            Matched::Seg(shape) => Some(Item::in_segment(
-                self.segs.memory(),
-                loc,
-                self.segs.at(loc),
-                shape,
-            )),
-            Matched::Large(item) => Some(item),
-            Matched::Nothing => None,
+    fn item_if_key(&self, loc: Loc, key: &[u8]) -> Option<Item<'_>> {
+        if self.segs.is_large(loc.seg) {
+            return self.large_with_key(loc, key);
         }
+        let (memory, at) = (self.segs.memory(), self.segs.at(loc));
+        let shape = Item::key_shape(memory, at, self.use_cas, key)?;
+        Some(Item::in_segment(memory, loc, at, shape))
     }
 
     /// The large object at `loc` if its key is `key` (out of line: rare, and a lock).
@@ -509,9 +480,12 @@ impl Engine {
         locked: &Locked<'l>,
         key: &[u8],
     ) -> Option<(Pos, Hit, Item<'l>)> {
-        let mut matched = Matched::Nothing;
-        let (pos, hit) = locked.find(|loc| self.is_key(loc, key, &mut matched))?;
-        Some((pos, hit, self.matched(matched, hit.loc())?))
+        let mut item = None;
+        let (pos, hit) = locked.find(|loc| {
+            item = self.item_if_key(loc, key);
+            item.is_some()
+        })?;
+        Some((pos, hit, item?))
     }
 
     /// Publishes `item` (reserved, unpublished, of the locked key) with `meta` as its meta
