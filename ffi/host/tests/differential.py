@@ -155,18 +155,34 @@ def counters(conn):
     return {name: found.get(name) for name in COUNTERS}
 
 
+class Servers:
+    """Debian's memcached and ours, each on a free port, with a connection to each (`conns`:
+    memcached's first); both stopped when the `with` block ends."""
+
+    def __init__(self, ours):
+        ports = (free_port(), free_port())
+        user = ["-u", "nobody"] if os.geteuid() == 0 else []
+        theirs = ["memcached", "-p", str(ports[0]), "-U", "0", "-l", "127.0.0.1"] + user
+        self.processes = [
+            subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for command in (theirs, [ours, "-p", str(ports[1])])
+        ]
+        self.ports = ports
+
+    def __enter__(self):
+        self.conns = [connect(p) for p in self.ports]
+        return self
+
+    def __exit__(self, *_):
+        for process in self.processes:
+            process.kill()
+            process.wait()
+
+
 def run_seed(seed, requests, ours, with_stats=False):
     r = random.Random(seed)
-    ports = (free_port(), free_port())
-    user = ["-u", "nobody"] if os.geteuid() == 0 else []
-    servers = [
-        subprocess.Popen(["memcached", "-p", str(ports[0]), "-U", "0", "-l", "127.0.0.1"] + user,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-        subprocess.Popen([ours, "-p", str(ports[1])], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL),
-    ]
-    try:
-        conns = [connect(p) for p in ports]
+    with Servers(ours) as servers:
+        conns = servers.conns
         cas = [b"0", b"0"]
         for step in range(requests):
             req = request(r)
@@ -187,13 +203,10 @@ def run_seed(seed, requests, ours, with_stats=False):
                           % (seed, step, sent[0], differing))
                     return False
         return True
-    finally:
-        for s in servers:
-            s.kill()
-            s.wait()
 
 
-def main():
+def main(run_seed=run_seed):
+    """Runs `run_seed` over the seeds the command line names; exits 1 if any differed."""
     args = sys.argv[1:]
     first = int(args[0]) if len(args) > 0 else 1
     seeds = int(args[1]) if len(args) > 1 else 50

@@ -25,11 +25,10 @@ import os
 import random
 import socket
 import struct
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from differential import COUNTERS, connect, free_port  # noqa: E402
+from differential import COUNTERS, Servers, main  # noqa: E402
 
 KEYS = [b"a", b"b", b"k1", b"num", b"x" * 250, b"x" * 251, b"", b"sp ace"]
 VALUES = [b"", b"v", b"12", b"0", b"18446744073709551615", b"abc" * 10, b"-1", b" 5", b"7"]
@@ -134,16 +133,8 @@ def masked(answers):
 
 def run_seed(seed, requests, ours, with_stats=False):
     r = random.Random(seed)
-    ports = (free_port(), free_port())
-    user = ["-u", "nobody"] if os.geteuid() == 0 else []
-    servers = [
-        subprocess.Popen(["memcached", "-p", str(ports[0]), "-U", "0", "-l", "127.0.0.1"] + user,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-        subprocess.Popen([ours, "-p", str(ports[1])], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL),
-    ]
-    try:
-        conns = [connect(p) for p in ports]
+    with Servers(ours) as servers:
+        conns = servers.conns
         for conn in conns:
             conn.settimeout(1)
         last = [0, 0]
@@ -170,10 +161,6 @@ def run_seed(seed, requests, ours, with_stats=False):
                     differing = {k: (theirs[k], mine[k]) for k in COUNTERS if theirs[k] != mine[k]}
                     return report(seed, step, name, key, ["counters"], [differing])
         return True
-    finally:
-        for s in servers:
-            s.kill()
-            s.wait()
 
 
 def report(seed, step, name, key, theirs, ours):
@@ -182,18 +169,5 @@ def report(seed, step, name, key, theirs, ours):
     return False
 
 
-def main():
-    args = sys.argv[1:]
-    first = int(args[0]) if len(args) > 0 else 1
-    seeds = int(args[1]) if len(args) > 1 else 50
-    requests = int(args[2]) if len(args) > 2 else 100
-    ours = args[3] if len(args) > 3 else "target/debug/mcb-memcached"
-    with_stats = len(args) > 4 and args[4] == "stats"
-    differing = sum(not run_seed(seed, requests, ours, with_stats)
-                    for seed in range(first, first + seeds))
-    print("%d of %d seeds differ" % (differing, seeds))
-    sys.exit(1 if differing else 0)
-
-
 if __name__ == "__main__":
-    main()
+    main(run_seed)
