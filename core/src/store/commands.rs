@@ -326,16 +326,21 @@ impl Store {
     pub fn store(&self, item: &ItemRef<'_>, op: StoreOp) -> Result<u64, Error> {
         self.counters.add(Counter::CmdSet, 1);
         let result = self.store_op(item, op, 0);
-        let counter = match (&result, op) {
-            (Ok(_), StoreOp::Cas) => Some(Counter::CasHits),
-            (Err(Error::NotFound), StoreOp::Cas) => Some(Counter::CasMisses),
-            (Err(Error::Exists), StoreOp::Cas) => Some(Counter::CasBadval),
-            _ => None,
-        };
-        if let Some(counter) = counter {
-            self.counters.add(counter, 1);
+        if op == StoreOp::Cas {
+            self.count_cas(&result);
         }
         result
+    }
+
+    /// Counts a compare-and-swap store's outcome: a hit, a bad value or a miss.
+    pub(super) fn count_cas(&self, result: &Result<u64, Error>) {
+        let counter = match result {
+            Ok(_) => Counter::CasHits,
+            Err(Error::Exists) => Counter::CasBadval,
+            Err(Error::NotFound) => Counter::CasMisses,
+            Err(_) => return,
+        };
+        self.counters.add(counter, 1);
     }
 
     /// [`Store::store`] with the meta commands' `bits` for the stored item's meta word.

@@ -313,15 +313,7 @@ impl Store {
             None => Err(Error::NotFound),
         });
         // Counted as a CAS store, as memcached counts it (a stale one as a hit).
-        let counter = match result {
-            Ok(_) => Some(Counter::CasHits),
-            Err(Error::Exists) => Some(Counter::CasBadval),
-            Err(Error::NotFound) => Some(Counter::CasMisses),
-            Err(_) => None,
-        };
-        if let Some(counter) = counter {
-            self.counters.add(counter, 1);
-        }
+        self.count_cas(&result);
         result
     }
 }
