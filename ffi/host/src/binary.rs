@@ -617,13 +617,7 @@ fn arithmetic(
         done = ext::arithmetic(peer, packet, req.key, &with_cas).map(|c| (c.cas, c.value));
     }
     if done == Err(ENGINE_ENOTSUP) {
-        let engine = peer.engine();
-        let (mut cas, mut result) = (0, 0);
-        done = peer
-            .retry(|| {
-                ok(engine.arithmetic(&peer.cookie, req.key, &a, &mut cas, &mut result, h.vbucket))
-            })
-            .map(|()| (cas, result));
+        done = peer.arithmetic(req.key, &a, h.vbucket);
     }
     match done {
         Ok(_) if quiet => Flow::Continue,
@@ -781,10 +775,12 @@ fn touch(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, packet: &mut Packet)
 fn unknown(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, packet: &mut Packet) -> Flow {
     let h = &req.h;
     let start = out.len();
-    let (rc, responded) = ext::forward(peer, packet, req.packet, h.opaque, out);
-    // An engine's bare refusal gets memcached's text, as the host's own refusals do.
-    let unknown = PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND.to_be_bytes();
-    if out.len() == start + HEADER && out[start + 6..start + 8] == unknown {
+    let (rc, status) = ext::forward(peer, packet, req.packet, h.opaque, out);
+    let responded = status.is_some();
+    // An engine's bare refusal (its one answer, without a body) gets memcached's text, as the
+    // host's own refusals do.
+    let bare = out.len() == start + HEADER;
+    if bare && status == Some(PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND) {
         out.truncate(start);
         status_reply(out, h, PROTOCOL_BINARY_RESPONSE_UNKNOWN_COMMAND);
     }

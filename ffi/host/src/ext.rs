@@ -136,8 +136,7 @@ pub fn get_and_touch(
     key: &[u8],
     exptime: u32,
 ) -> Result<Option<Touched>, ENGINE_ERROR_CODE> {
-    let extras = exptime.to_be_bytes();
-    let a = call(peer, packet, PROTOCOL_BINARY_CMD_GAT, [&extras, key, &[]])?;
+    let a = touch_answer(peer, packet, PROTOCOL_BINARY_CMD_GAT, key, exptime)?;
     match a.status {
         PROTOCOL_BINARY_RESPONSE_SUCCESS => Ok(Some(Touched {
             // The flags are stored, and sent, in network order.
@@ -331,20 +330,20 @@ pub fn arithmetic(
 }
 
 /// Hands a binary client's request (`wire`, whole and checked by the caller) to the engine;
-/// its answers, binary-encoded for `opaque`, go to `out`. Whether the engine answered, and the
-/// call's code.
+/// its answers, binary-encoded for `opaque`, go to `out`. The call's code, and the status of
+/// the engine's last answer (`None`: it answered nothing).
 pub fn forward(
     peer: &Peer,
     packet: &mut Packet,
     wire: &[u8],
     opaque: u32,
     out: &mut Vec<u8>,
-) -> (Result<(), ENGINE_ERROR_CODE>, bool) {
+) -> (Result<(), ENGINE_ERROR_CODE>, Option<u16>) {
     let Ok(packet) = packet.copy_of(wire) else {
-        return (Err(ENGINE_EINVAL), false);
+        return (Err(ENGINE_EINVAL), None);
     };
     peer.open_sink(false, packet.opcode(), opaque);
     let engine = peer.engine();
     let rc = peer.retry(|| ok(engine.unknown_command(&peer.cookie, packet)));
-    (rc, peer.take_sink(out).is_some())
+    (rc, peer.take_sink(out))
 }

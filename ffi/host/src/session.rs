@@ -8,7 +8,7 @@
 use crate::codec::Answer;
 use crate::conn::{Conn, Cookie};
 use crate::counters::{self, Registry, Stat, Tenant};
-use crate::engine::Engine;
+use crate::engine::{Arith, Engine};
 use crate::io::{Input, Output};
 use crate::options::Options;
 use crate::packet::Packet;
@@ -186,6 +186,20 @@ impl Peer {
             self.parked.set(true);
         }
         r
+    }
+
+    /// v1's incr or decr of `key` ([`Peer::retry`]'s handling of EWOULDBLOCK): the new CAS and
+    /// the new value.
+    pub fn arithmetic(
+        &self,
+        key: &[u8],
+        a: &Arith,
+        vbucket: u16,
+    ) -> Result<(u64, u64), ENGINE_ERROR_CODE> {
+        let (mut cas, mut result) = (0, 0);
+        let engine = self.engine();
+        self.retry(|| ok(engine.arithmetic(&self.cookie, key, a, &mut cas, &mut result, vbucket)))
+            .map(|()| (cas, result))
     }
 
     /// A storage command for `key`, allocated (`allocated`: the allocation's result): counted

@@ -82,11 +82,8 @@ fn arithmetic(peer: &Peer, key: &[u8], incr: bool, delta: u64) -> Reply {
         initial: 0,
         exptime: 0,
     };
-    let engine = peer.engine();
-    let (mut cas, mut result) = (0, 0);
-    let rc = peer.retry(|| ok(engine.arithmetic(&peer.cookie, key, &a, &mut cas, &mut result, 0)));
-    match rc {
-        Ok(()) => Reply::Number(result),
+    match peer.arithmetic(key, &a, 0) {
+        Ok((_, result)) => Reply::Number(result),
         Err(ENGINE_KEY_ENOENT) => Reply::Line("NOT_FOUND"),
         Err(ENGINE_EINVAL) => {
             Reply::Line("CLIENT_ERROR cannot increment or decrement non-numeric value")

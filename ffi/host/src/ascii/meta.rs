@@ -313,12 +313,10 @@ pub fn delete(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Request) 
             Err(rc) => return engine_error(out, rc),
         }
     }
-    let removed = {
-        if r.has(b'I') {
-            ext::invalidate(peer, packet, &r.key, cas, ttl.map(wire_exptime))
-        } else {
-            peer.retry(|| ok(engine.remove(&peer.cookie, &r.key, &mut cas, 0)))
-        }
+    let removed = if r.has(b'I') {
+        ext::invalidate(peer, packet, &r.key, cas, ttl.map(wire_exptime))
+    } else {
+        peer.retry(|| ok(engine.remove(&peer.cookie, &r.key, &mut cas, 0)))
     };
     let code = match removed {
         Ok(()) if r.quiet() => return Flow::Continue,
@@ -366,11 +364,9 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Reque
             initial,
             exptime: create.map_or(0, wire_exptime),
         };
-        let engine = peer.engine();
-        let (mut cas, mut result) = (0, 0);
         done = peer
-            .retry(|| ok(engine.arithmetic(&peer.cookie, &r.key, &a, &mut cas, &mut result, 0)))
-            .map(|()| (cas, result, None, false));
+            .arithmetic(&r.key, &a, 0)
+            .map(|(cas, result)| (cas, result, None, false));
     }
     let code = match done {
         Ok((_, _, _, created)) if r.quiet() && !created => return Flow::Continue,

@@ -135,11 +135,6 @@ pub enum MetaVerb {
     Arithmetic,
 }
 
-/// Whether `verb` is a meta command's (what `cmd_meta` counts, whatever follows).
-pub fn is_meta(verb: &[u8]) -> bool {
-    matches!(verb, b"mg" | b"ms" | b"md" | b"ma" | b"mn" | b"me")
-}
-
 /// Reads one command line (`line`, without its `\r\n`, split into `tokens`).
 pub fn command<'a>(line: &'a [u8], tokens: &'a [&'a [u8]]) -> Command<'a> {
     let Some(&verb) = tokens.first() else {
