@@ -360,11 +360,51 @@ impl<T> Tracked for NodeRef<T> {
 }
 
 struct Shard<T> {
-    buckets: Box<[Atomic<Node<T>>]>,
     state: Mutex<Locked<T>>,
     /// Where the collector returns the shard's nodes (shared with the batches in flight,
     /// which may outlive the store).
     pool: Arc<Pool<T>>,
+}
+
+/// Every shard's buckets in one array, a shard's a run of `1 << shard_shift` of them: a read
+/// finds its bucket with one multiply and one index (it was a shard's, then the bucket in it,
+/// twice a read with the prefetch), and a writer its shard from the bucket's index.
+struct Buckets<T> {
+    links: Box<[Atomic<Node<T>>]>,
+    shard_shift: u32,
+}
+
+impl<T> Buckets<T> {
+    /// `per_shard` (rounded up to a power of two) for each of `shards`.
+    fn new(shards: usize, per_shard: usize) -> Self {
+        let per_shard = per_shard.next_power_of_two();
+        Self {
+            links: (0..shards * per_shard).map(|_| Atomic::null()).collect(),
+            shard_shift: per_shard.trailing_zeros(),
+        }
+    }
+
+    /// The index of `hash`'s bucket: the low half of the hash scaled to the count (a
+    /// multiply, not a division: the shard count need not be a power of two).
+    #[inline(always)]
+    fn index(&self, hash: u64) -> usize {
+        ((u64::from(hash as u32) * self.links.len() as u64) >> 32) as usize
+    }
+
+    #[inline(always)]
+    fn of(&self, hash: u64) -> &Atomic<Node<T>> {
+        &self.links[self.index(hash)]
+    }
+
+    /// The shard whose lock guards `hash`'s bucket.
+    fn shard_of(&self, hash: u64) -> usize {
+        self.index(hash) >> self.shard_shift
+    }
+
+    /// Shard `i`'s buckets.
+    fn of_shard(&self, i: usize) -> &[Atomic<Node<T>>] {
+        &self.links[i << self.shard_shift..(i + 1) << self.shard_shift]
+    }
 }
 
 /// What a shard's mutex guards.
@@ -441,6 +481,7 @@ impl<T> Drop for Pool<T> {
 /// ```
 pub struct L2<T> {
     shards: Box<[CachePadded<Shard<T>>]>,
+    buckets: Buckets<T>,
     /// Hashes keys longer than [`INLINE_KEY`] (with their namespace).
     hasher: Hasher,
     short: ShortSeeds,
@@ -476,11 +517,10 @@ impl<T: Send + Sync + 'static> L2<T> {
             return Err(Error::InvalidOption("L2 shards must be in 1..=capacity"));
         }
         let per_shard = capacity_bytes / shards;
-        let buckets = (per_shard / 256).clamp(16, 1 << 16).next_power_of_two();
+        let buckets = Buckets::new(shards, (per_shard / 256).clamp(16, 1 << 16));
         let shards = (0..shards)
             .map(|_| {
                 CachePadded::new(Shard {
-                    buckets: (0..buckets).map(|_| Atomic::null()).collect(),
                     state: Mutex::new(Locked {
                         policy: Policy::new(per_shard),
                         retired: None,
@@ -498,6 +538,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         let hasher = Hasher::default();
         Ok(Self {
             shards,
+            buckets,
             short: ShortSeeds::from(&hasher),
             hasher,
             weigher: Box::new(super::weigh::default_weight::<T>),
@@ -565,7 +606,7 @@ impl<T: Send + Sync + 'static> L2<T> {
     /// On the first broken invariant.
     #[doc(hidden)]
     pub fn validate(&self) {
-        for shard in self.shards.iter() {
+        for (i, shard) in self.shards.iter().enumerate() {
             let state = shard.state.lock();
             let policy = &state.policy;
             policy.validate();
@@ -580,7 +621,7 @@ impl<T: Send + Sync + 'static> L2<T> {
             );
             let guard = self.domain.pin();
             let mut linked = 0;
-            for bucket in shard.buckets.iter() {
+            for bucket in self.buckets.of_shard(i) {
                 // Acquire: as in `find`.
                 let mut cur = bucket.load(Ordering::Acquire, &guard);
                 // SAFETY: as in `insert` (the shard lock is held).
@@ -638,10 +679,7 @@ impl<T: Send + Sync + 'static> L2<T> {
     }
 
     fn shard(&self, hash: u64) -> &Shard<T> {
-        // The low half of the hash scaled to the shard count: a multiply, not a division (the
-        // count need not be a power of two; a `%` here was a `div` on every operation).
-        let low = u64::from(hash as u32);
-        &self.shards[((low * self.shards.len() as u64) >> 32) as usize]
+        &self.shards[self.buckets.shard_of(hash)]
     }
 
     /// Starts loading the bucket `probe`'s key lies in, for a read to come: a cache asks for
@@ -649,7 +687,7 @@ impl<T: Send + Sync + 'static> L2<T> {
     /// was a fifth of an L2 read over 100k keys).
     #[inline(always)]
     pub(crate) fn prefetch(&self, probe: &Probe<'_>) {
-        let bucket = self.shard(probe.hash).bucket(probe.hash) as *const Atomic<Node<T>>;
+        let bucket = self.buckets.of(probe.hash) as *const Atomic<Node<T>>;
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch is a hint: it reads nothing the program sees and cannot fault,
         // and SSE is part of x86_64's baseline.
@@ -675,9 +713,7 @@ impl<T: Send + Sync + 'static> L2<T> {
     #[inline(always)]
     fn find_with<R>(&self, probe: &Probe<'_>, f: impl FnOnce(&Node<T>) -> R) -> Option<R> {
         let guard = self.domain.pin();
-        let (_, found) = find(self.shard(probe.hash).bucket(probe.hash), &guard, |n| {
-            n.is(probe)
-        });
+        let (_, found) = find(self.buckets.of(probe.hash), &guard, |n| n.is(probe));
         // SAFETY: `found` was loaded under `guard` from a link of the shard; a node is retired
         // only after it is unlinked, and the epoch frees it only once every guard pinned
         // before the unlink is gone.
@@ -705,8 +741,7 @@ impl<T: Send + Sync + 'static> L2<T> {
     ) -> Result<Option<R>, Error> {
         let probe = self.probe(ns, key);
         let hash = probe.hash;
-        let shard = self.shard(hash);
-        let bucket = shard.bucket(hash);
+        let (shard, bucket) = (self.shard(hash), self.buckets.of(hash));
         let mut state = shard.state.lock();
         let mut guard = self.domain.pin();
         let (_, old) = find(bucket, &guard, |n| n.is(&probe));
@@ -792,7 +827,7 @@ impl<T: Send + Sync + 'static> L2<T> {
             tries_made += 1;
             for _ in 0..EVICTIONS_PER_TRY {
                 // Nothing left to evict: more tries cannot help.
-                if !shard.evict(state, guard) {
+                if !shard.evict(&self.buckets, state, guard) {
                     break 'tries;
                 }
                 if state.policy.fits(need) {
@@ -815,7 +850,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         let ahead = need
             .saturating_mul(retire_batch())
             .min(state.policy.capacity() / 16);
-        while !state.policy.fits(need + ahead) && shard.evict(state, guard) {}
+        while !state.policy.fits(need + ahead) && shard.evict(&self.buckets, state, guard) {}
         guard.repin_after(|| self.reclaim_shard(shard, state, need));
         state.policy.fits(need + shard.retired_bytes(state))
     }
@@ -862,7 +897,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         let shard = self.shard(probe.hash);
         let mut state = shard.state.lock();
         let guard = self.domain.pin();
-        let (link, node) = find(shard.bucket(probe.hash), &guard, |n| n.is(&probe));
+        let (link, node) = find(self.buckets.of(probe.hash), &guard, |n| n.is(&probe));
         // SAFETY: as in `insert`.
         if let Some(n) = unsafe { node.as_ref() } {
             state.policy.remove(n.slot);
@@ -882,10 +917,10 @@ impl<T: Send + Sync + 'static> L2<T> {
     /// Removes every entry `dead` (given the entry's namespace) picks, shard by shard under
     /// each shard's lock.
     pub(crate) fn remove_where(&self, mut dead: impl FnMut(u32, &Entry<T>) -> bool) {
-        for shard in self.shards.iter() {
+        for (i, shard) in self.shards.iter().enumerate() {
             let mut state = shard.state.lock();
             let guard = self.domain.pin();
-            for bucket in shard.buckets.iter() {
+            for bucket in self.buckets.of_shard(i) {
                 let mut link = bucket;
                 loop {
                     // Acquire: pairs with the Release stores in `insert` and `unlink`, as in `find`.
@@ -907,12 +942,6 @@ impl<T: Send + Sync + 'static> L2<T> {
 }
 
 impl<T> Shard<T> {
-    fn bucket(&self, hash: u64) -> &Atomic<Node<T>> {
-        // High bits: the low ones chose the shard.
-        // A power of two: the mask is the remainder, without a division.
-        &self.buckets[(hash >> 32) as usize & (self.buckets.len() - 1)]
-    }
-
     /// Bytes of retired nodes not yet freed: on the list, and handed over.
     fn retired_bytes(&self, state: &Locked<T>) -> usize {
         // Relaxed: a budget figure; a batch freed a moment ago may still count (the writer
@@ -947,14 +976,14 @@ impl<T> Shard<T> {
     }
 
     /// Evicts one entry by the policy (lock held); whether there was one.
-    fn evict(&self, state: &mut Locked<T>, guard: &Guard) -> bool {
+    fn evict(&self, buckets: &Buckets<T>, state: &mut Locked<T>, guard: &Guard) -> bool {
         let Some(victim) = state.policy.evict() else {
             return false;
         };
         let victim = Shared::from(victim.0);
         // SAFETY: the victim was in the policy, hence linked and live (lock held).
         let vhash = unsafe { victim.deref() }.hash;
-        let link = link_to(self.bucket(vhash), victim, guard);
+        let link = link_to(buckets.of(vhash), victim, guard);
         self.unlink(state, link, victim, guard);
         true
     }
@@ -1128,17 +1157,17 @@ impl<T> Drop for L2<T> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader or writer is left, so nothing needs protection.
         let guard = unsafe { epoch::unprotected() };
-        for shard in self.shards.iter() {
-            for bucket in shard.buckets.iter() {
-                // Relaxed: exclusive access (`&mut self`).
-                let mut cur = bucket.load(Ordering::Relaxed, guard);
-                while !cur.is_null() {
-                    // SAFETY: exclusive access; every linked node is owned by the chain once.
-                    let node = unsafe { cur.into_owned() };
-                    // Relaxed: exclusive access.
-                    cur = node.next.load(Ordering::Relaxed, guard);
-                }
+        for bucket in self.buckets.links.iter() {
+            // Relaxed: exclusive access (`&mut self`).
+            let mut cur = bucket.load(Ordering::Relaxed, guard);
+            while !cur.is_null() {
+                // SAFETY: exclusive access; every linked node is owned by the chain once.
+                let node = unsafe { cur.into_owned() };
+                // Relaxed: exclusive access.
+                cur = node.next.load(Ordering::Relaxed, guard);
             }
+        }
+        for shard in self.shards.iter() {
             let mut state = shard.state.lock();
             if let Some(head) = state.retired.take() {
                 free_list(head.0.cast_mut());
