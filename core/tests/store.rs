@@ -645,3 +645,37 @@ fn a_fetch_notes_the_access_at_its_lookup_time_and_a_get_does_not() {
     assert_eq!(s.fetch(b"k").unwrap().access(), (true, 161));
     assert_eq!(s.get(b"k").unwrap().access(), (true, 161));
 }
+
+/// Our host's turns (`end_turn`): an item a turn handed out and still out when the turn ends
+/// keeps its segment from reuse (it was replaced, so no eviction keeps it) while the writes
+/// after it evict the whole cache several times; they go on meanwhile.
+#[test]
+fn an_item_out_at_the_end_of_its_turn_outlives_the_eviction_of_its_segment() {
+    let s = evicting_store();
+    let long = "v".repeat(1000);
+    put(&s, "k", &long, StoreOp::Set).unwrap();
+    // A thread of its own: turns are per thread, and the harness may run other tests here.
+    mcb_core::sync::thread::scope(|scope| {
+        scope.spawn(|| {
+            let end = || end_turn(|_, count| count(&s));
+            end();
+            let token = s.fetch_token(b"k").unwrap();
+            end();
+            put(&s, "k", "new", StoreOp::Set).unwrap();
+            for i in 0..20_000 {
+                put(&s, &format!("key:{i}"), &long, StoreOp::Set).unwrap();
+            }
+            assert!(s.stats().evictions > 15_000, "the cache turned over");
+            s.with_token(token, |item| {
+                let (key, value) = (item.key(), item.value());
+                let kept = key == b"k" && value == long.as_bytes();
+                assert!(
+                    kept,
+                    "its segment was reused: {}",
+                    String::from_utf8_lossy(&key)
+                );
+            });
+            s.release_token(token);
+        });
+    });
+}

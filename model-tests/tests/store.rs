@@ -2,7 +2,8 @@
 //! and on a deliberately broken variant it must reject (`caught`): a slot published before its
 //! item's bytes, a segment reused under a pinned reader, an eviction racing a get and a set of
 //! the same key, a counted hold racing the reuse of its segment (also one let go on another
-//! thread than the one that took it), and a reader racing a slot's
+//! thread than the one that took it), a host's turn's items (read within the turn, and one
+//! that outlives it) racing it too, and a reader racing a slot's
 //! move to its other index bucket (on the index alone: `store::index_model`); and the store's
 //! statistics (`sync::Counts`, which the store counts with): a count of a thread that exited
 //! is kept when another takes its slot, and a reset is never undone.
@@ -15,7 +16,7 @@
 #![cfg(mcb_loom)]
 
 use mcb_core::store::index_model::{Keys, FIRST_UNTIL};
-use mcb_core::store::{Config, ManualClock, Store, StoreOp};
+use mcb_core::store::{end_turn, Config, ManualClock, Store, StoreOp};
 use mcb_core::sync::atomic::{AtomicBool, Ordering};
 use mcb_core::sync::mutant::Mutant;
 use mcb_core::sync::{thread, Arc, Counts};
@@ -187,6 +188,71 @@ fn store_counted_hold_blocks_reuse() {
 fn store_counted_hold_blocks_reuse_catches_reuse_ignoring_holds() {
     more_branches();
     caught(Mutant::ReuseSkipsHolds, BYTES_RACE, hold_blocks_reuse);
+}
+
+/// Our host's turns (`end_turn`): the main thread ends a first turn, so that its gets come
+/// pinned by its turns, then gets `k` in a turn, and reads it and lets it go in the same turn
+/// while a writer's store evicts `k`'s segment and tries to reuse it: the turn's pin keeps the
+/// segment until the turn ends, with no counted hold.
+fn turn_pins_its_items() {
+    let store = full_store();
+    let end = || end_turn(|_, count| count(&store));
+    end();
+    let token = store.fetch_token(b"k").expect("k is stored");
+    let (writer, done) = evicting_writer(&store, false);
+    read_and_let_go(&store, token, &done);
+    end();
+    writer.join().expect("writer");
+}
+
+#[test]
+fn store_turn_pins_the_items_it_hands_out() {
+    check(turn_pins_its_items);
+}
+
+#[test]
+fn store_turn_pins_the_items_it_hands_out_catches_reuse_without_grace() {
+    more_branches();
+    caught(Mutant::ReuseSkipsGrace, BYTES_RACE, turn_pins_its_items);
+}
+
+/// An item still out when its turn ends (a large value still being sent): as above, but the
+/// turn ends (and unpins) before the main thread reads `k` and lets it go; the end of the turn
+/// counts a hold on `k`'s segment, which keeps it from reuse.
+fn item_outlives_its_turn() {
+    let store = full_store();
+    let end = || end_turn(|_, count| count(&store));
+    end();
+    let token = store.fetch_token(b"k").expect("k is stored");
+    let (writer, done) = evicting_writer(&store, false);
+    end();
+    read_and_let_go(&store, token, &done);
+    writer.join().expect("writer");
+}
+
+#[test]
+fn store_item_outliving_its_turn_blocks_reuse() {
+    check(item_outlives_its_turn);
+}
+
+#[test]
+fn store_item_outliving_its_turn_blocks_reuse_catches_an_end_of_turn_that_unpins_first() {
+    more_branches();
+    caught(
+        Mutant::TurnEndUnpinsFirst,
+        BYTES_RACE,
+        item_outlives_its_turn,
+    );
+}
+
+#[test]
+fn store_item_outliving_its_turn_blocks_reuse_catches_an_end_of_turn_without_holds() {
+    more_branches();
+    caught(
+        Mutant::TurnEndSkipsHolds,
+        BYTES_RACE,
+        item_outlives_its_turn,
+    );
 }
 
 /// A hold taken on one thread and let go on another (a host may release an item on another

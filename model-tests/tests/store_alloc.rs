@@ -1,12 +1,12 @@
 //! What the store's hot paths allocate, counted by a global allocator (this thread only): a
-//! get of a live item allocates nothing, and neither does a set: its item is a run in a
+//! get of a live item allocates nothing (also in our host's turns), and neither does a set: its item is a run in a
 //! segment, and its slot a word of the index. What allocates, rarely, is the retirement of a
 //! whole segment (one deferred function and, per segment, one flush of the collector's bag),
 //! so sets allocate a few times per segment they fill, not per item.
 
 #![cfg(not(mcb_loom))] // real threads and std atomics
 
-use mcb_core::store::{Config, ManualClock, Store, StoreOp};
+use mcb_core::store::{end_turn, Config, ManualClock, Store, StoreOp};
 use mcb_testkit::alloc::{allocations_during as allocations, Counting};
 
 #[global_allocator]
@@ -43,6 +43,21 @@ fn a_get_allocates_nothing_and_a_set_nothing_but_per_segment() {
         }
     });
     assert_eq!(n, 0, "allocations in 2000 gets");
+
+    // Gets in our host's turns (`end_turn`), as a multi-get makes them: every key handed out,
+    // then every key given back, then the turn's end. The first such turn sizes this thread's
+    // record of what is out.
+    let end = || end_turn(|_, count| count(&store));
+    let turn = || {
+        let tokens: [u64; 100] =
+            std::array::from_fn(|i| store.fetch_token(keys[i].as_bytes()).expect("a hit"));
+        tokens.map(|token| store.release_token(token));
+        end();
+    };
+    end();
+    turn();
+    let n = allocations(|| (0..10).for_each(|_| turn()));
+    assert_eq!(n, 0, "allocations in 10 turns of 100 gets");
 
     // 200,000 sets of 40-byte items over 100 keys: about 8 MiB written, twice the cache, so
     // segments fill, die (every item replaced) and are reused.

@@ -11,6 +11,7 @@ use super::seg::{
 };
 use super::stats::{Counter, Counters, Stats};
 use super::token::Blocks;
+use super::turn;
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::sync::epoch::Pinned;
 use crate::sync::Mutex;
@@ -572,6 +573,40 @@ impl Store {
         self.get_at(key, self.now(), true)
     }
 
+    /// [`Store::fetch`] as a token ([`Store::into_token`]), for the C boundary: on a thread
+    /// whose host ends its turns ([`end_turn`]), an item in the segments is
+    /// pinned by the turn and counts no hold until the turn ends (see `store::turn`).
+    pub fn fetch_token(&self, key: &[u8]) -> Option<u64> {
+        let in_turn = turn::pinned(self.address(), &self.engine, |pin| {
+            let now = self.now();
+            let item = self.find_live(pin, key, now)?;
+            let mut item = ItemRef {
+                engine: &self.engine,
+                item,
+                hold: Hold::Pinned,
+            };
+            item.note_access(now);
+            if item.item.block().is_some() {
+                // Memory of its own, kept by its token: as a get's.
+                self.engine.hold(&item.item);
+                item.hold = Hold::Counted;
+                return Some((self.into_token(item), None));
+            }
+            let loc = item.item.loc();
+            Some((self.blocks.turn_token_of(item), loc))
+        });
+        match in_turn {
+            Some(found) => found,
+            None => self.fetch(key).map(|item| self.into_token(item)),
+        }
+    }
+
+    /// The address a host's turn records this store by: what [`end_turn`]'s `with_store` is
+    /// given (exposed, so that the C boundary may turn it back into the store it holds).
+    fn address(&self) -> usize {
+        std::ptr::from_ref(self).expose_provenance()
+    }
+
     /// [`Store::get`] at `now`, noting the hit as a fetch if `noted`.
     pub(super) fn get_at(&self, key: &[u8], now: RelTime, noted: bool) -> Option<ItemRef<'_>> {
         let pin = self.engine.pin();
@@ -846,13 +881,31 @@ impl Store {
     /// Gives back `token`'s hold (memcached's `release`).
     pub fn release_token(&self, token: u64) {
         self.blocks
-            .release(&self.engine, self.config.use_cas, token);
+            .release(self.address(), &self.engine, self.config.use_cas, token);
     }
 
     fn token_item(&self, token: u64, take: bool) -> ItemRef<'_> {
         self.blocks
             .token_item(&self.engine, self.config.use_cas, token, take)
     }
+}
+
+/// Ends the calling thread's turn (and from now on, serves its gets by turns, see
+/// [`Store::fetch_token`]): every item handed out since the turn began and not given back gets
+/// a counted hold, and the thread unpins. Call it before the thread waits for its next events.
+///
+/// `with_store(address, count)` calls `count` with the store at `address` (a store that
+/// handed this thread an item in the turn, not yet given back): the caller's rules are that a
+/// store stays alive while an item it handed out is not given back, and that every item a
+/// turn hands out is given back on the thread that got it. At the thread's exit, items still
+/// out are forgotten: by those rules no one reads them any more.
+pub fn end_turn(mut with_store: impl FnMut(usize, &mut dyn FnMut(&Store))) {
+    turn::end(|address, loc| {
+        with_store(address, &mut |store| {
+            debug_assert_eq!(store.address(), address, "the store asked for");
+            store.engine.hold_at(loc);
+        });
+    });
 }
 
 /// What a rewrite's `make` built from the live item (see [`Store::rewrite`]).
@@ -863,4 +916,56 @@ pub(super) struct Made<'s> {
     /// Whether memcached links a new item for this (counted in `total_items`), rather than
     /// changing the old one in place (a touch, an invalidation, an incr whose number fits).
     pub linked: bool,
+}
+
+#[cfg(all(test, not(mcb_loom)))]
+mod tests {
+    use super::super::clock::ManualClock;
+    use super::super::config::Config;
+    use super::{end_turn, Store, StoreOp};
+
+    /// Whether `token`'s segment has a counted hold.
+    fn held(store: &Store, token: u64) -> bool {
+        let loc = store.with_token(token, |item| item.item.loc().expect("in a segment"));
+        store.engine.is_held(loc)
+    }
+
+    #[test]
+    fn a_turn_counts_a_hold_only_for_an_item_still_out_at_its_end() {
+        let store = Store::new(Config::default(), Box::new(ManualClock::new(1))).unwrap();
+        let item = store.item(b"k", b"v", 0, 0).unwrap();
+        store.store(&item, StoreOp::Set).unwrap();
+        drop(item);
+        // A thread of its own: the test harness may run other tests on this one.
+        crate::sync::thread::scope(|s| {
+            s.spawn(|| {
+                let counted = store.fetch_token(b"k").unwrap();
+                assert!(
+                    held(&store, counted),
+                    "before its first end of turn: counted"
+                );
+                store.release_token(counted);
+                assert!(!held(&store, counted));
+                let end = || end_turn(|_, count| count(&store));
+                end();
+                let (a, b) = (
+                    store.fetch_token(b"k").unwrap(),
+                    store.fetch_token(b"k").unwrap(),
+                );
+                assert!(!held(&store, a), "in a turn: no count");
+                store.release_token(a);
+                end();
+                assert!(held(&store, b), "out at the end of its turn: counted");
+                store.release_token(b);
+                assert!(!held(&store, b), "its release lets the count go");
+                let c = store.fetch_token(b"k").unwrap();
+                store.release_token(c);
+                end();
+                assert!(
+                    !held(&store, c),
+                    "given back within its turn: nothing counted"
+                );
+            });
+        });
+    }
 }

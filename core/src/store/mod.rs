@@ -38,9 +38,10 @@ mod meta;
 mod seg;
 mod stats;
 mod token;
+mod turn;
 
 pub use clock::{Clock, ManualClock};
-pub use commands::{Pin, Store, StoreOp};
+pub use commands::{end_turn, Pin, Store, StoreOp};
 pub use config::{Config, KEY_MAX, PAGE_SIZE};
 pub use error::Error;
 pub use item::{ItemRef, RelTime, ITEM_OVERHEAD};

@@ -11,11 +11,14 @@
 
 use super::item::{Hold, ItemRef};
 use super::seg::{Block, Engine, Item, Loc, Place};
+use super::turn;
 use crate::sync::{Mutex, PayloadArc};
 use std::fmt;
 
 const BLOCK: u64 = 1 << 63;
 const HOLD_SHIFT: u32 = 61;
+/// With `Hold::Pinned`: an item a turn handed out (see `store::turn`), which may outlive it.
+const TURN: u64 = 1 << 60;
 const SEG_SHIFT: u32 = 20;
 
 fn hold_bits(hold: Hold) -> u64 {
@@ -86,6 +89,12 @@ impl Blocks {
         token
     }
 
+    /// The token of `item`, pinned by this thread's turn, which records it: see `store::turn`.
+    pub(crate) fn turn_token_of(&self, item: ItemRef<'_>) -> u64 {
+        debug_assert!(item.hold == Hold::Pinned && item.item.block().is_none());
+        self.token_of(item) | TURN
+    }
+
     /// The item of `token` (from [`Blocks::token_of`], not released) in `engine`'s segments
     /// or this table; with `take`, its slot here is given back (memcached's `release`).
     pub(crate) fn token_item<'s>(
@@ -115,9 +124,10 @@ impl Blocks {
         ItemRef { engine, item, hold }
     }
 
-    /// Gives back `token`'s hold (memcached's `release`). An item in the segments is not read:
-    /// the token names its segment and its hold.
-    pub(crate) fn release(&self, engine: &Engine, use_cas: bool, token: u64) {
+    /// Gives back `token`'s hold (memcached's `release`) to the store at `store` (a turn's
+    /// record names it so: `turn::address`). An item in the segments is not read: the token
+    /// names its segment and its hold.
+    pub(crate) fn release(&self, store: usize, engine: &Engine, use_cas: bool, token: u64) {
         if token & BLOCK != 0 {
             drop(self.token_item(engine, use_cas, token, true));
             return;
@@ -125,6 +135,11 @@ impl Blocks {
         match in_segment(token) {
             (loc, Hold::Writer) => engine.drop_writer_at(loc),
             (loc, Hold::Counted) => engine.unhold_at(loc),
+            (loc, Hold::Pinned) if token & TURN != 0 => {
+                if !turn::given_back(store, loc) {
+                    engine.unhold_at(loc);
+                }
+            }
             (_, Hold::Pinned) => {}
         }
     }
@@ -133,7 +148,7 @@ impl Blocks {
 /// The location and hold of a token that names an item in the segments (no `BLOCK` bit).
 fn in_segment(token: u64) -> (Loc, Hold) {
     let loc = Loc {
-        seg: ((token >> SEG_SHIFT) & ((1 << (HOLD_SHIFT - SEG_SHIFT)) - 1)) as u32,
+        seg: ((token >> SEG_SHIFT) & ((1 << (TURN.trailing_zeros() - SEG_SHIFT)) - 1)) as u32,
         off: (token & ((1 << SEG_SHIFT) - 1)) as u32,
     };
     (loc, hold_of(token >> HOLD_SHIFT & 3))

@@ -112,6 +112,12 @@ pub enum Mutant {
     /// `Counts::reset` stores zero into every cell instead of recording a baseline: a count
     /// in flight (a load, then a store) puts back what the reset zeroed.
     ResetZeroesCells,
+    /// The end of a host's turn unpins without counting a hold for the items it handed out
+    /// that are still out.
+    TurnEndSkipsHolds,
+    /// The end of a host's turn unpins before it counts those holds (a reuse may check the
+    /// holds in between).
+    TurnEndUnpinsFirst,
 }
 
 /// `real`, or `broken` while `bug` is switched on: an ordering that a deliberate bug weakens.

@@ -9,6 +9,7 @@
 //! into unmapped code.
 
 use crate::abi::*;
+use crate::meta_ext::{EndTurn, END_TURN_SYMBOL};
 use std::ffi::{c_void, CStr, CString};
 use std::ptr;
 
@@ -16,11 +17,14 @@ use std::ptr;
 pub type CreateInstance =
     unsafe extern "C" fn(u64, GET_SERVER_API, *mut *mut ENGINE_HANDLE) -> ENGINE_ERROR_CODE;
 
-/// A created engine: its handle and a copy of its function table, required slots checked.
+/// A created engine: its handle and a copy of its function table, required slots checked;
+/// from a library, also the end of turn it exports, if it does (see
+/// [`END_TURN_SYMBOL`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Created {
     pub handle: *mut ENGINE_HANDLE,
     pub v1: ENGINE_HANDLE_V1,
+    pub end_turn: Option<EndTurn>,
 }
 
 /// Closes a library on an error path.
@@ -76,10 +80,21 @@ pub unsafe fn load(path: &str, get_server_api: GET_SERVER_API) -> Result<Created
     // SAFETY: an engine library's `create_instance` has this signature (the interface's
     // contract); POSIX lets a function pointer round-trip through `void *`.
     let create = unsafe { std::mem::transmute::<*mut c_void, CreateInstance>(symbol) };
-    std::mem::forget(library); // an engine may exist from here on: see the module docs
-                               // SAFETY: the library's `create_instance` and `get_server_api` meet `create_with`'s
-                               // contract (this function's own).
-    unsafe { create_with(create, path, get_server_api) }
+    // SAFETY: a live handle and a NUL-terminated symbol name.
+    let end_turn = unsafe { libc::dlsym(library.0, END_TURN_SYMBOL.as_ptr()) };
+    // SAFETY: our engine libraries export this symbol as an `EndTurn` (meta_ext's contract);
+    // as above for the cast.
+    let end_turn = (!end_turn.is_null())
+        .then(|| unsafe { std::mem::transmute::<*mut c_void, EndTurn>(end_turn) });
+    // An engine may exist from here on: see the module docs.
+    std::mem::forget(library);
+    // SAFETY: the library's `create_instance` and `get_server_api` meet `create_with`'s
+    // contract (this function's own).
+    let created = unsafe { create_with(create, path, get_server_api) }?;
+    Ok(Created {
+        end_turn,
+        ..created
+    })
 }
 
 /// Creates an engine through `create` (named `what` in errors) with `get_server_api`.
@@ -133,5 +148,9 @@ pub unsafe fn create_with(
     if let Some((slot, _)) = required.iter().find(|(_, set)| !set) {
         return Err(format!("the engine of {what} has no {slot} function"));
     }
-    Ok(Created { handle, v1 })
+    Ok(Created {
+        handle,
+        v1,
+        end_turn: None,
+    })
 }

@@ -1,10 +1,24 @@
-//! Our engines' private extension for memcached 1.6's meta commands: three binary opcodes that
+//! Our engines' private extensions: a host's end of turn ([`END_TURN_SYMBOL`]), and for
+//! memcached 1.6's meta commands four binary opcodes that
 //! `mcb-memcached` sends through `unknown_command` to an engine that keeps stale items and a
 //! recache token per item (the built-in storage engine). An engine without them answers
 //! UNKNOWN_COMMAND, and the host then serves the meta commands through the v1 calls alone.
 //! Every answer's extras start with [`ANSWER_MAGIC`]: an engine that gives these opcodes other
 //! meanings (the C test engine echoes 0xe0) is not mistaken for one of ours. Numbers in
 //! extras are big-endian, as in every binary packet.
+
+/// The symbol our engine libraries export for a host that ends its turns: an
+/// [`EndTurn`]. A host that finds it (`dlsym` on the engine library) calls it on each worker
+/// thread before the thread waits for its next events; from the first call on, a get on that
+/// thread hands out items pinned by the turn, which count no hold unless they are still out
+/// when the turn ends (`mcb_core::store::end_turn`). A host that never calls it keeps plain
+/// v1: counted holds. The bucket engine's covers its in-process (`builtin`) buckets.
+pub const END_TURN_SYMBOL: &std::ffi::CStr = c"mcb_end_turn";
+
+/// [`END_TURN_SYMBOL`]'s type. The caller promises what `mcb_core::store::end_turn` asks: each
+/// item a turn hands out is released on the thread that got it, before the engine is
+/// destroyed.
+pub type EndTurn = unsafe extern "C" fn();
 
 /// The first 4 bytes of every answer's extras.
 pub const ANSWER_MAGIC: [u8; 4] = *b"mcbM";

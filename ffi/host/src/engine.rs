@@ -11,13 +11,16 @@ use crate::packet::Packet;
 use crate::server_handle;
 use mcb_abi::abi::*;
 use mcb_abi::engine_lib::{self, Created};
+use mcb_abi::meta_ext::EndTurn;
 use std::ffi::{c_char, c_int, c_void, CString};
 
-/// The loaded engine: its handle and a copy of its function table (required slots checked).
+/// The loaded engine: its handle, a copy of its function table (required slots checked) and
+/// its end of turn, if its library has one (ours: `mcb_abi::meta_ext::END_TURN_SYMBOL`).
 #[derive(Debug)]
 pub struct Engine {
     handle: *mut ENGINE_HANDLE,
     v1: ENGINE_HANDLE_V1,
+    end_turn: Option<EndTurn>,
 }
 
 // SAFETY: engines are called from every worker thread at once; that is the engine interface's
@@ -39,12 +42,19 @@ pub unsafe fn load(path: &str, config: Option<&str>) -> Result<&'static Engine, 
         .map_err(|_| "the engine configuration holds a NUL".to_owned())?;
     // SAFETY: `path` is an engine library (this function's contract); our server API is
     // static.
-    let Created { handle, v1 } =
-        unsafe { engine_lib::load(path, Some(server_handle::get_server_api))? };
+    let Created {
+        handle,
+        v1,
+        end_turn,
+    } = unsafe { engine_lib::load(path, Some(server_handle::get_server_api))? };
     // SAFETY: the handle create_instance returned, recorded once, before the listener starts
     // (this function's contract: no worker thread exists yet).
     unsafe { server_handle::set_engine(handle) };
-    let engine = Box::leak(Box::new(Engine { handle, v1 }));
+    let engine = Box::leak(Box::new(Engine {
+        handle,
+        v1,
+        end_turn,
+    }));
     let init = v1.initialize.expect("checked by engine_lib");
     let config_ptr = config.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
     // SAFETY: the engine's own handle; NULL or a NUL-terminated config.
@@ -430,6 +440,17 @@ impl Engine {
             }),
             (ENGINE_SUCCESS, true) => Err(ENGINE_FAILED),
             (rc, _) => Err(rc),
+        }
+    }
+
+    /// Ends this worker's turn, for an engine that serves gets by turns (see
+    /// `mcb_abi::meta_ext::END_TURN_SYMBOL`): call it before the worker waits for events.
+    pub fn end_turn(&self) {
+        if let Some(end_turn) = self.end_turn {
+            // SAFETY: a worker releases each item it got on its own thread (it owns the
+            // connections that hold them), and the engine is never destroyed while workers
+            // run (`destroy` comes after they have stopped).
+            unsafe { end_turn() }
         }
     }
 

@@ -254,6 +254,8 @@ impl Worker {
             } else {
                 None
             };
+            // What this turn got is let go, or held by a count, before the worker waits.
+            self.ctx.engine.end_turn();
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     log(

@@ -194,7 +194,9 @@ fn load(
     if path.is_empty() {
         return Err("Failed to load engine: no engine path".into());
     }
-    let Created { handle, v1 } = if path == BUILTIN {
+    // A library's end of turn is not forwarded: its items keep counted holds, and the host's
+    // end of turn (ours) covers the built-in buckets, which live in this library.
+    let Created { handle, v1, .. } = if path == BUILTIN {
         // SAFETY: our own storage engine's create_instance meets the interface's contract;
         // the bucket engine's server API lives as long as the bucket engine.
         unsafe { engine_lib::create_with(crate::storage::create_instance, path, gsapi)? }

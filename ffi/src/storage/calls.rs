@@ -8,7 +8,7 @@ use super::instance::{engine, store as store_of, value_of, Store};
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire;
-use mcb_core::store::{Error, ItemRef, StoreOp, KEY_MAX};
+use mcb_core::store::{Error, StoreOp, KEY_MAX};
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
 
@@ -40,10 +40,10 @@ unsafe fn key<'a>(key: *const c_void, nkey: usize) -> Option<&'a [u8]> {
     Some(unsafe { std::slice::from_raw_parts(key.cast::<u8>(), nkey) })
 }
 
-/// Hands an item (and its hold) to the host.
-fn to_host(store: &Store, item: ItemRef<'_>) -> *mut item {
+/// Hands an item's token (and its hold) to the host.
+fn to_host(token: u64) -> *mut item {
     // A token is never 0, so never NULL; the host only passes it back.
-    store.into_token(item) as usize as *mut item
+    token as usize as *mut item
 }
 
 /// The token behind a pointer the host holds.
@@ -84,7 +84,7 @@ pub(crate) unsafe extern "C" fn allocate(
         match store.allocate_unfilled(key, nbytes, flags as u32, exptime) {
             Ok(item) => {
                 // SAFETY: checked non-NULL; the host's out-parameter.
-                unsafe { *out = to_host(store, item) };
+                unsafe { *out = to_host(store.into_token(item)) };
                 ENGINE_SUCCESS
             }
             Err(e) => code(&e),
@@ -168,9 +168,10 @@ pub(crate) unsafe extern "C" fn get(
             return ENGINE_EINVAL;
         };
         // A miss writes NULL, as memcached's default engine does (engine tests check it).
-        // A hit is noted as fetched: what the meta commands' `h` and `l` report.
-        let (found, rc) = match store.fetch(key) {
-            Some(item) => (to_host(store, item), ENGINE_SUCCESS),
+        // A hit is noted as fetched: what the meta commands' `h` and `l` report. Our host's
+        // workers end their turns, and get items pinned by the turn (`mcb_core::store::end_turn`).
+        let (found, rc) = match store.fetch_token(key) {
+            Some(token) => (to_host(token), ENGINE_SUCCESS),
             None => (ptr::null_mut(), ENGINE_KEY_ENOENT),
         };
         // SAFETY: checked non-NULL; the host's out-parameter.

@@ -35,6 +35,23 @@ use std::ffi::c_char;
 use std::ptr;
 use std::sync::OnceLock;
 
+/// Ends the calling thread's turn (our engine libraries export it as
+/// [`END_TURN_SYMBOL`](crate::meta_ext::END_TURN_SYMBOL)): `mcb_core::store::end_turn`, with
+/// each store it asks for found at the address it names.
+///
+/// # Safety
+/// The host's promise of [`EndTurn`](crate::meta_ext::EndTurn).
+pub unsafe extern "C" fn end_turn() {
+    guard((), || {
+        mcb_core::store::end_turn(|store, count| {
+            // SAFETY: the address of a store (exposed by the store's turn) that handed this
+            // thread an item not yet given back; the host's promise keeps its engine
+            // instance, which owns the store, alive until then.
+            count(unsafe { &*std::ptr::with_exposed_provenance::<Store>(store) })
+        })
+    });
+}
+
 /// memcached's entry point: a new storage engine instance per call (exported as
 /// `create_instance` by `libmcb_engine.so`; called in-process for the bucket engine's
 /// `builtin` buckets).

@@ -18,3 +18,15 @@ pub unsafe extern "C" fn create_instance(
     // SAFETY: the caller's contract is the one `mcb_ffi::storage::create_instance` needs.
     unsafe { mcb_ffi::storage::create_instance(interface, get_server_api, handle) }
 }
+
+/// Ends the calling thread's turn: our host calls it before each worker waits for events
+/// (see `mcb_abi::meta_ext::END_TURN_SYMBOL`).
+///
+/// # Safety
+/// Each item a turn hands out is released on the thread that got it, before its engine is
+/// destroyed.
+#[no_mangle]
+pub unsafe extern "C" fn mcb_end_turn() {
+    // SAFETY: the caller's contract is the one `mcb_ffi::storage::end_turn` needs.
+    unsafe { mcb_ffi::storage::end_turn() }
+}

@@ -1,5 +1,5 @@
 //! The built-in storage engine through the C ABI: `libmcb_engine.so` exports only
-//! `create_instance`, and the C suite `examples-c/engine/storage_conformance.c` passes against
+//! `create_instance` and our host's end of turn (`mcb_end_turn`), and the C suite `examples-c/engine/storage_conformance.c` passes against
 //! it directly and through `libbucket_engine.so` with `engine=builtin`, also under valgrind
 //! memcheck when valgrind is on PATH (CI installs it; a local run without it says so, and a run
 //! with `CI` set fails instead), and with the suite built with gcc's AddressSanitizer and UBSan
@@ -91,11 +91,11 @@ fn suite(harness: &Path, wrapper: &[&str], mode: &str, lib: PathBuf) -> Output {
 }
 
 #[test]
-fn only_create_instance_is_exported() {
+fn only_create_instance_and_the_end_of_turn_are_exported() {
     let lib = storage_engine();
     assert_eq!(
         exported_functions(&lib),
-        ["create_instance"],
+        ["create_instance", "mcb_end_turn"],
         "exported functions of {}",
         lib.display()
     );

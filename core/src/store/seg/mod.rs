@@ -312,6 +312,20 @@ impl Engine {
         }
     }
 
+    /// Whether the segment at `loc` has a counted hold (for tests).
+    #[cfg(test)]
+    pub(crate) fn is_held(&self, loc: Loc) -> bool {
+        self.segs.is_held(loc.seg)
+    }
+
+    /// Takes a counted hold on the item at `loc` for a reader still pinned: as
+    /// [`Engine::hold`] of that item (an item a turn handed out that outlives it).
+    pub(crate) fn hold_at(&self, loc: Loc) {
+        if !self.segs.is_large(loc.seg) {
+            self.segs.hold(loc.seg);
+        }
+    }
+
     /// Gives back a counted hold on the item at `loc` without reading it (a token's release):
     /// as [`Engine::unhold`] of that item (a large object's hold is its block's reference).
     pub(crate) fn unhold_at(&self, loc: Loc) {

@@ -403,6 +403,12 @@ impl Segments {
         self.holds.sub(seg as usize);
     }
 
+    /// Whether `seg` has a counted hold (for tests).
+    #[cfg(test)]
+    pub(crate) fn is_held(&self, seg: u32) -> bool {
+        !self.holds.is_zero(seg as usize)
+    }
+
     /// A retired segment or large object: a segment waits for its grace period and holds; a
     /// large object goes now (readers keep what they hold alive).
     fn retired(&self, seg: u32) {
@@ -595,11 +601,23 @@ impl Segments {
 
     /// What `take` found to do.
     fn step(&self, pool: &mut Pool, eviction: bool, now: u32) -> Step {
-        if !pool.pending.is_empty() {
-            return Step::Wait;
-        }
         if !eviction {
-            return Step::Full;
+            return if pool.pending.is_empty() {
+                Step::Full
+            } else {
+                Step::Wait
+            };
+        }
+        // A retired segment that waits only for its grace period is free soon. One that a
+        // counted hold keeps may stay out for long (a host still sending one of its items, to
+        // a slow client): evict another rather than wait (its bytes stay charged meanwhile).
+        // A hint: `collect` alone decides what is reused.
+        if pool
+            .pending
+            .iter()
+            .any(|&seg| self.holds.is_zero(seg as usize))
+        {
+            return Step::Wait;
         }
         match self.pick_victim(pool, now) {
             Some((seg, small)) => Step::Evict(seg, small),
