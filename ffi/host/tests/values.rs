@@ -2,7 +2,9 @@
 //! buffered, then read from the socket into the item itself (one `readv` that also fills the
 //! input buffer behind the value). Whatever pieces the data arrives in, and whatever follows it
 //! in the same segment, the stored value is the one sent and the next request is read whole.
-//! Served by the default engine (the bucket engine, the built-in engine as its default bucket).
+//! And a value still being sent to a reader that does not read stays whole while the cache
+//! turns over under it. Served by the default engine (the bucket engine, the built-in engine
+//! as its default bucket).
 
 mod common;
 use common::*;
@@ -85,4 +87,68 @@ fn binary_values_arrive_whole_with_the_next_request_behind() {
             "value {i} changed"
         );
     }
+}
+
+/// A value still being sent when its worker's turn ends stays whole: a reader asks for a
+/// 300 KB value 64 times in one multi-get and reads nothing until its socket buffers are full,
+/// so the worker ends its turns with the value's item still out (the built-in engine then
+/// keeps its segment by a counted hold, not by the turn's pin). Meanwhile a writer replaces
+/// the key and stores 64 MB of other values into the 16 MB cache, so that every segment is
+/// evicted several times. Every copy the reader then gets is one of the two values, whole (or
+/// a miss, once the new one is evicted too).
+#[test]
+fn a_value_sent_to_a_slow_reader_outlives_the_eviction_of_its_segment() {
+    const N: usize = 300_000;
+    const COPIES: usize = 64;
+    let s = Server::start(&["-m", "16"]);
+    let old = pattern(N);
+    let new: Vec<u8> = old.iter().map(|b| !b).collect();
+    let mut writer = s.binary();
+    assert_eq!(writer.set(b"big", &old, 0).status, SUCCESS);
+    let mut reader = s.ascii();
+    let mut request = b"get".to_vec();
+    (0..COPIES).for_each(|_| request.extend_from_slice(b" big"));
+    request.extend_from_slice(b"\r\n");
+    reader.send(&request);
+    // The reply has begun (its first copy is out); the reader reads no more until the cache
+    // has turned over, so the reply fills the socket buffers and stalls.
+    let mut line = reader.line();
+    assert_eq!(writer.set(b"big", &new, 0).status, SUCCESS);
+    let filler = vec![b'f'; N];
+    for i in 0..(64 << 20) / N {
+        let key = format!("filler:{i}");
+        assert_eq!(writer.set(key.as_bytes(), &filler, 0).status, SUCCESS);
+    }
+    let evictions: u64 = writer
+        .stats(b"")
+        .iter()
+        .find(|(name, _)| name == "evictions")
+        .map(|(_, v)| v.parse().expect("a number"))
+        .expect("evictions");
+    assert!(
+        evictions > 150,
+        "the cache turned over ({evictions} evictions)"
+    );
+    let (mut olds, mut news) = (0, 0);
+    let mut got = vec![0; N + 2];
+    // The multi-get fetches each copy as it goes: once `big` is evicted, the rest are misses.
+    for copy in 0.. {
+        if copy > 0 {
+            line = reader.line();
+        }
+        if line == "END" {
+            break;
+        }
+        assert_eq!(line, format!("VALUE big 0 {N}"), "copy {copy}");
+        reader.r.read_exact(&mut got).expect("a value");
+        assert_eq!(&got[N..], b"\r\n");
+        match &got[..N] {
+            v if v == old => olds += 1,
+            v if v == new => news += 1,
+            _ => panic!("copy {copy} is neither value: its segment was reused under it"),
+        }
+    }
+    eprintln!("{olds} copies of the old value, {news} of the new");
+    // Misses: the reply was still under way, stalled, when `big` was evicted.
+    assert!(olds + news < COPIES, "the reply never stalled");
 }
