@@ -51,7 +51,9 @@ fn a_get_allocates_nothing_and_a_set_nothing_but_per_segment() {
     let turn = || {
         let tokens: [u64; 100] =
             std::array::from_fn(|i| store.fetch_token(keys[i].as_bytes()).expect("a hit"));
-        tokens.map(|token| store.release_token(token));
+        tokens
+            .into_iter()
+            .for_each(|token| store.release_token(token));
         end();
     };
     end();

@@ -10,7 +10,7 @@ use super::seg::{
     Engine, Hash, Item, Locked, Plan, Pos, Shape, Short, Unpublished, ACCESS_SHIFT, BUCKET_BYTES,
 };
 use super::stats::{Counter, Counters, Stats};
-use super::token::Blocks;
+use super::token::{Blocks, TURN_RECORDS};
 use super::turn;
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::sync::epoch::Pinned;
@@ -577,7 +577,7 @@ impl Store {
     /// whose host ends its turns ([`end_turn`]), an item in the segments is
     /// pinned by the turn and counts no hold until the turn ends (see `store::turn`).
     pub fn fetch_token(&self, key: &[u8]) -> Option<u64> {
-        let in_turn = turn::pinned(self.address(), &self.engine, |pin| {
+        let in_turn = turn::pinned(self.address(), &self.engine, TURN_RECORDS, |pin, record| {
             let now = self.now();
             let item = self.find_live(pin, key, now)?;
             let mut item = ItemRef {
@@ -586,14 +586,18 @@ impl Store {
                 hold: Hold::Pinned,
             };
             item.note_access(now);
-            if item.item.block().is_some() {
-                // Memory of its own, kept by its token: as a get's.
-                self.engine.hold(&item.item);
-                item.hold = Hold::Counted;
-                return Some((self.into_token(item), None));
+            match (item.item.loc(), record) {
+                // In a segment, and the turn has room to record it.
+                (Some(loc), Some(record)) if item.item.block().is_none() => {
+                    Some((self.blocks.turn_token_of(item, record), Some(loc)))
+                }
+                // Memory of its own, kept by its token, or one item too many: as a get's.
+                _ => {
+                    self.engine.hold(&item.item);
+                    item.hold = Hold::Counted;
+                    Some((self.into_token(item), None))
+                }
             }
-            let loc = item.item.loc();
-            Some((self.blocks.turn_token_of(item), loc))
         });
         match in_turn {
             Some(found) => found,
@@ -922,7 +926,7 @@ pub(super) struct Made<'s> {
 mod tests {
     use super::super::clock::ManualClock;
     use super::super::config::Config;
-    use super::{end_turn, Store, StoreOp};
+    use super::{end_turn, Store, StoreOp, TURN_RECORDS};
 
     /// Whether `token`'s segment has a counted hold.
     fn held(store: &Store, token: u64) -> bool {
@@ -965,6 +969,55 @@ mod tests {
                     !held(&store, c),
                     "given back within its turn: nothing counted"
                 );
+            });
+        });
+    }
+
+    #[test]
+    fn a_turn_records_what_it_can_and_every_hold_comes_back_in_any_order() {
+        let store = Store::new(Config::default(), Box::new(ManualClock::new(1))).unwrap();
+        let item = store.item(b"k", b"v", 0, 0).unwrap();
+        store.store(&item, StoreOp::Set).unwrap();
+        drop(item);
+        crate::sync::thread::scope(|s| {
+            s.spawn(|| {
+                let end = || end_turn(|_, count| count(&store));
+                end();
+                // One more than a turn records: the last counts a hold of its own.
+                let tokens: Vec<u64> = (0..=TURN_RECORDS)
+                    .map(|_| store.fetch_token(b"k").unwrap())
+                    .collect();
+                assert!(
+                    held(&store, tokens[TURN_RECORDS]),
+                    "past the records: counted"
+                );
+                // Given back last first, in its turn: nothing stays counted.
+                tokens
+                    .into_iter()
+                    .rev()
+                    .for_each(|t| store.release_token(t));
+                let again = store.fetch_token(b"k").unwrap();
+                assert!(!held(&store, again), "numbers given back are taken again");
+                store.release_token(again);
+                // In order too: the last one given back empties the record.
+                let tokens: Vec<u64> = (0..=TURN_RECORDS)
+                    .map(|_| store.fetch_token(b"k").unwrap())
+                    .collect();
+                tokens.into_iter().for_each(|t| store.release_token(t));
+                let again = store.fetch_token(b"k").unwrap();
+                assert!(!held(&store, again), "numbers given back are taken again");
+                store.release_token(again);
+                end();
+                // A token of an earlier turn, given back while a token of this turn holds
+                // the same record number for the same item: the counts still come out even.
+                let earlier = store.fetch_token(b"k").unwrap();
+                end();
+                let now = store.fetch_token(b"k").unwrap();
+                store.release_token(earlier);
+                end();
+                assert!(held(&store, now), "out past its turn: held");
+                store.release_token(now);
+                assert!(!held(&store, now), "every hold given back");
             });
         });
     }

@@ -10,7 +10,7 @@
 //! holds: the boundary passes back exactly the tokens it was given, each released once.
 
 use super::item::{Hold, ItemRef};
-use super::seg::{Block, Engine, Item, Loc, Place};
+use super::seg::{Block, Engine, Item, Loc, Place, MAX_OFFSET, MAX_SEGMENTS};
 use super::turn;
 use crate::sync::{Mutex, PayloadArc};
 use std::fmt;
@@ -20,6 +20,11 @@ const HOLD_SHIFT: u32 = 61;
 /// With `Hold::Pinned`: an item a turn handed out (see `store::turn`), which may outlive it.
 const TURN: u64 = 1 << 60;
 const SEG_SHIFT: u32 = 20;
+/// With `TURN`: the number of the turn's record of the item, above the segment's.
+const RECORD_SHIFT: u32 = SEG_SHIFT + MAX_SEGMENTS.trailing_zeros();
+/// The most items a turn records (more count holds of their own).
+pub(crate) const TURN_RECORDS: usize = 1 << (TURN.trailing_zeros() - RECORD_SHIFT);
+const _: () = assert!(MAX_OFFSET <= 1 << SEG_SHIFT && TURN_RECORDS >= 1024);
 
 fn hold_bits(hold: Hold) -> u64 {
     match hold {
@@ -89,10 +94,12 @@ impl Blocks {
         token
     }
 
-    /// The token of `item`, pinned by this thread's turn, which records it: see `store::turn`.
-    pub(crate) fn turn_token_of(&self, item: ItemRef<'_>) -> u64 {
+    /// The token of `item`, pinned by this thread's turn, which records it as `record` (below
+    /// [`TURN_RECORDS`]): see `store::turn`.
+    pub(crate) fn turn_token_of(&self, item: ItemRef<'_>, record: usize) -> u64 {
         debug_assert!(item.hold == Hold::Pinned && item.item.block().is_none());
-        self.token_of(item) | TURN
+        debug_assert!(record < TURN_RECORDS);
+        self.token_of(item) | TURN | (record as u64) << RECORD_SHIFT
     }
 
     /// The item of `token` (from [`Blocks::token_of`], not released) in `engine`'s segments
@@ -136,7 +143,8 @@ impl Blocks {
             (loc, Hold::Writer) => engine.drop_writer_at(loc),
             (loc, Hold::Counted) => engine.unhold_at(loc),
             (loc, Hold::Pinned) if token & TURN != 0 => {
-                if !turn::given_back(store, loc) {
+                let record = (token & (TURN - 1)) >> RECORD_SHIFT;
+                if !turn::given_back(store, loc, record as usize) {
                     engine.unhold_at(loc);
                 }
             }
@@ -148,7 +156,7 @@ impl Blocks {
 /// The location and hold of a token that names an item in the segments (no `BLOCK` bit).
 fn in_segment(token: u64) -> (Loc, Hold) {
     let loc = Loc {
-        seg: ((token >> SEG_SHIFT) & ((1 << (TURN.trailing_zeros() - SEG_SHIFT)) - 1)) as u32,
+        seg: ((token >> SEG_SHIFT) as usize & (MAX_SEGMENTS - 1)) as u32,
         off: (token & ((1 << SEG_SHIFT) - 1)) as u32,
     };
     (loc, hold_of(token >> HOLD_SHIFT & 3))

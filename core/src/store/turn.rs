@@ -9,8 +9,9 @@
 //! of a host that never calls `end_turn` (a foreign host), is served with counted holds.
 //! Items handed out within a turn must be given back on the thread that got them (our host's
 //! workers own their connections); each is recorded here with its store until it is given
-//! back or its turn ends, so a give-back that finds no record is one of an item that has
-//! outlived its turn, and lets its counted hold go.
+//! back or its turn ends, and its token carries its record's number, so a give-back finds
+//! its record at once, and one that finds none is of an item that has outlived its turn, and
+//! lets its counted hold go.
 //!
 //! A record names its store by address only, never reads through it: the end of a turn asks
 //! its caller for the store at that address (`end_turn`'s `with_store`), which the C
@@ -26,9 +27,9 @@ use super::seg::{Engine, Loc};
 use crate::sync::epoch::Pinned;
 use crate::sync::mutant::{self, Mutant};
 use std::cell::RefCell;
-use std::collections::VecDeque;
 
-/// An item handed out in this turn and not yet given back: its store's address and its place.
+/// An item handed out in this turn: its store's address and its place.
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Handed {
     store: usize,
     loc: Loc,
@@ -41,8 +42,11 @@ struct Turn {
     ends: bool,
     /// The turn's pin, from its first get.
     pin: Option<Pinned>,
-    /// In the order handed out, which is mostly the order given back (a multi-get's).
-    handed: VecDeque<Handed>,
+    /// What the turn handed out, by the record number its token carries; `None` once given
+    /// back (and taken off the end).
+    handed: Vec<Option<Handed>>,
+    /// How many of `handed` are not given back.
+    out: usize,
 }
 
 #[cfg(not(mcb_loom))]
@@ -55,14 +59,17 @@ loom::thread_local! {
 }
 
 /// On a thread that ends its turns: runs `find` under the turn's pin (taken from `engine` on
-/// the turn's first get) and records the item it hands out at the place it returns, if any,
-/// as `store`'s (its address: `Store::address`). `None` on a thread that does not end its turns (or is exiting):
-/// the caller counts a hold.
+/// the turn's first get), telling it the record number the item it hands out would take
+/// (`None` when the turn holds `records` already: that item counts a hold of its own), and
+/// records the item at the place `find` returns, if any, as `store`'s (its address:
+/// `Store::address`). `None` on a thread that does not end its turns (or is exiting): the
+/// caller counts a hold.
 #[inline]
 pub(super) fn pinned<R>(
     store: usize,
     engine: &Engine,
-    find: impl FnOnce(&Pinned) -> Option<(R, Option<Loc>)>,
+    records: usize,
+    find: impl FnOnce(&Pinned, Option<usize>) -> Option<(R, Option<Loc>)>,
 ) -> Option<Option<R>> {
     TURN.try_with(|turn| {
         let mut turn = turn.borrow_mut();
@@ -71,9 +78,11 @@ pub(super) fn pinned<R>(
         }
         let turn = &mut *turn;
         let pin = turn.pin.get_or_insert_with(|| engine.pin());
-        let found = find(pin).map(|(found, loc)| {
+        let record = Some(turn.handed.len()).filter(|&n| n < records);
+        let found = find(pin, record).map(|(found, loc)| {
             if let Some(loc) = loc {
-                turn.handed.push_back(Handed { store, loc });
+                turn.handed.push(Some(Handed { store, loc }));
+                turn.out += 1;
             }
             found
         });
@@ -83,16 +92,29 @@ pub(super) fn pinned<R>(
     .flatten()
 }
 
-/// Takes this turn's record of the item of `store` (its address) at `loc`, given back now;
-/// `false` when there is none: the item outlived its turn, and has a counted hold to let go.
-pub(super) fn given_back(store: usize, loc: Loc) -> bool {
+/// Takes record `record` of this turn, of the item of `store` (its address) at `loc`, given
+/// back now; `false` when there is none: the item outlived its turn, and has a counted hold to
+/// let go. (A token of an earlier turn may find a record of this one with the same store and
+/// place: it takes the record, and the item that record is of lets go of that token's hold in
+/// its stead; both name one segment, so the counts come out the same.)
+pub(super) fn given_back(store: usize, loc: Loc, record: usize) -> bool {
     TURN.try_with(|turn| {
         let mut turn = turn.borrow_mut();
-        let handed = &mut turn.handed;
-        let at = handed
-            .iter()
-            .position(|h| h.store == store && h.loc == loc)?;
-        handed.remove(at);
+        let turn = &mut *turn;
+        let entry = turn.handed.get_mut(record)?;
+        if *entry != Some(Handed { store, loc }) {
+            return None;
+        }
+        *entry = None;
+        turn.out -= 1;
+        // Numbers freed at the end are taken again (a turn of many single gets, or a
+        // multi-get's items given back last first, or all of them given back).
+        if turn.out == 0 {
+            turn.handed.clear();
+        }
+        while turn.handed.last() == Some(&None) {
+            turn.handed.pop();
+        }
         Some(())
     })
     .ok()
@@ -110,13 +132,14 @@ pub(super) fn end(mut hold: impl FnMut(usize, Loc)) {
         if mutant::active(Mutant::TurnEndUnpinsFirst) {
             turn.pin = None;
         }
-        if !mutant::active(Mutant::TurnEndSkipsHolds) {
-            for handed in &turn.handed {
+        if turn.out > 0 && !mutant::active(Mutant::TurnEndSkipsHolds) {
+            for handed in turn.handed.iter().flatten() {
                 // The hold is counted before the pin below goes, as a get's.
                 hold(handed.store, handed.loc);
             }
         }
         turn.handed.clear();
+        turn.out = 0;
         turn.pin = None;
     });
 }

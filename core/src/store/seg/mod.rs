@@ -39,7 +39,7 @@ mod segments;
 
 #[cfg(mcb_loom)]
 pub use index::model as index_model;
-pub(crate) use index::{Hash, Hit, Loc, Locked, Pos, BUCKET_BYTES};
+pub(crate) use index::{Hash, Hit, Loc, Locked, Pos, BUCKET_BYTES, MAX_OFFSET, MAX_SEGMENTS};
 pub(crate) use item::{Item, Place, ACCESS_SHIFT, FETCHED, KEPT, STALE, WON};
 pub(crate) use layout::{Shape, MAX_HEADER};
 pub(crate) use segments::{Block, Short};
@@ -49,7 +49,7 @@ use crate::sync::epoch::{Domain, Pinned};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Mutex, PayloadArc};
 use ghost::Ghost;
-use index::{Index, Vacancy, MAX_OFFSET, SLOTS};
+use index::{Index, Vacancy, SLOTS};
 use reclaim::Patience;
 use segments::{Lane, Segments, Step};
 use std::fmt;
