@@ -191,18 +191,29 @@ fn store_counted_hold_blocks_reuse_catches_reuse_ignoring_holds() {
 }
 
 /// Our host's turns (`end_turn`): the main thread ends a first turn, so that its gets come
-/// pinned by its turns, then gets `k` in a turn, and reads it and lets it go in the same turn
-/// while a writer's store evicts `k`'s segment and tries to reuse it: the turn's pin keeps the
-/// segment until the turn ends, with no counted hold.
-fn turn_pins_its_items() {
+/// pinned by its turns, then gets `k` in a turn while a writer's store evicts `k`'s segment
+/// and tries to reuse it, and reads `k` and lets it go: before its turn ends, or (with
+/// `outlived`) after.
+fn turn_model(outlived: bool) {
     let store = full_store();
     let end = || end_turn(|_, count| count(&store));
     end();
     let token = store.fetch_token(b"k").expect("k is stored");
     let (writer, done) = evicting_writer(&store, false);
+    if outlived {
+        end();
+    }
     read_and_let_go(&store, token, &done);
-    end();
+    if !outlived {
+        end();
+    }
     writer.join().expect("writer");
+}
+
+/// `k` read and let go within its turn: the turn's pin keeps its segment until the turn ends,
+/// with no counted hold.
+fn turn_pins_its_items() {
+    turn_model(false);
 }
 
 #[test]
@@ -216,18 +227,11 @@ fn store_turn_pins_the_items_it_hands_out_catches_reuse_without_grace() {
     caught(Mutant::ReuseSkipsGrace, BYTES_RACE, turn_pins_its_items);
 }
 
-/// An item still out when its turn ends (a large value still being sent): as above, but the
-/// turn ends (and unpins) before the main thread reads `k` and lets it go; the end of the turn
-/// counts a hold on `k`'s segment, which keeps it from reuse.
+/// An item still out when its turn ends (a large value still being sent): the turn ends (and
+/// unpins) before the main thread reads `k` and lets it go; the end of the turn counts a hold
+/// on `k`'s segment, which keeps it from reuse.
 fn item_outlives_its_turn() {
-    let store = full_store();
-    let end = || end_turn(|_, count| count(&store));
-    end();
-    let token = store.fetch_token(b"k").expect("k is stored");
-    let (writer, done) = evicting_writer(&store, false);
-    end();
-    read_and_let_go(&store, token, &done);
-    writer.join().expect("writer");
+    turn_model(true);
 }
 
 #[test]

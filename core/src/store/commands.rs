@@ -934,91 +934,88 @@ mod tests {
         store.engine.is_held(loc)
     }
 
-    #[test]
-    fn a_turn_counts_a_hold_only_for_an_item_still_out_at_its_end() {
+    /// Runs `test` with a store that holds `k`, on a thread of its own (turns are per thread,
+    /// and the test harness may run other tests on this one).
+    fn with_k_on_a_new_thread(test: impl FnOnce(&Store) + Send) {
         let store = Store::new(Config::default(), Box::new(ManualClock::new(1))).unwrap();
         let item = store.item(b"k", b"v", 0, 0).unwrap();
         store.store(&item, StoreOp::Set).unwrap();
         drop(item);
-        // A thread of its own: the test harness may run other tests on this one.
-        crate::sync::thread::scope(|s| {
-            s.spawn(|| {
-                let counted = store.fetch_token(b"k").unwrap();
-                assert!(
-                    held(&store, counted),
-                    "before its first end of turn: counted"
-                );
-                store.release_token(counted);
-                assert!(!held(&store, counted));
-                let end = || end_turn(|_, count| count(&store));
-                end();
-                let (a, b) = (
-                    store.fetch_token(b"k").unwrap(),
-                    store.fetch_token(b"k").unwrap(),
-                );
-                assert!(!held(&store, a), "in a turn: no count");
-                store.release_token(a);
-                end();
-                assert!(held(&store, b), "out at the end of its turn: counted");
-                store.release_token(b);
-                assert!(!held(&store, b), "its release lets the count go");
-                let c = store.fetch_token(b"k").unwrap();
-                store.release_token(c);
-                end();
-                assert!(
-                    !held(&store, c),
-                    "given back within its turn: nothing counted"
-                );
-            });
+        crate::sync::thread::scope(|s| _ = s.spawn(|| test(&store)));
+    }
+
+    #[test]
+    fn a_turn_counts_a_hold_only_for_an_item_still_out_at_its_end() {
+        with_k_on_a_new_thread(|store| {
+            let counted = store.fetch_token(b"k").unwrap();
+            assert!(
+                held(store, counted),
+                "before its first end of turn: counted"
+            );
+            store.release_token(counted);
+            assert!(!held(store, counted));
+            let end = || end_turn(|_, count| count(store));
+            end();
+            let (a, b) = (
+                store.fetch_token(b"k").unwrap(),
+                store.fetch_token(b"k").unwrap(),
+            );
+            assert!(!held(store, a), "in a turn: no count");
+            store.release_token(a);
+            end();
+            assert!(held(store, b), "out at the end of its turn: counted");
+            store.release_token(b);
+            assert!(!held(store, b), "its release lets the count go");
+            let c = store.fetch_token(b"k").unwrap();
+            store.release_token(c);
+            end();
+            assert!(
+                !held(store, c),
+                "given back within its turn: nothing counted"
+            );
         });
     }
 
     #[test]
     fn a_turn_records_what_it_can_and_every_hold_comes_back_in_any_order() {
-        let store = Store::new(Config::default(), Box::new(ManualClock::new(1))).unwrap();
-        let item = store.item(b"k", b"v", 0, 0).unwrap();
-        store.store(&item, StoreOp::Set).unwrap();
-        drop(item);
-        crate::sync::thread::scope(|s| {
-            s.spawn(|| {
-                let end = || end_turn(|_, count| count(&store));
-                end();
-                // One more than a turn records: the last counts a hold of its own.
-                let tokens: Vec<u64> = (0..=TURN_RECORDS)
-                    .map(|_| store.fetch_token(b"k").unwrap())
-                    .collect();
-                assert!(
-                    held(&store, tokens[TURN_RECORDS]),
-                    "past the records: counted"
-                );
-                // Given back last first, in its turn: nothing stays counted.
-                tokens
-                    .into_iter()
-                    .rev()
-                    .for_each(|t| store.release_token(t));
-                let again = store.fetch_token(b"k").unwrap();
-                assert!(!held(&store, again), "numbers given back are taken again");
-                store.release_token(again);
-                // In order too: the last one given back empties the record.
-                let tokens: Vec<u64> = (0..=TURN_RECORDS)
-                    .map(|_| store.fetch_token(b"k").unwrap())
-                    .collect();
-                tokens.into_iter().for_each(|t| store.release_token(t));
-                let again = store.fetch_token(b"k").unwrap();
-                assert!(!held(&store, again), "numbers given back are taken again");
-                store.release_token(again);
-                end();
-                // A token of an earlier turn, given back while a token of this turn holds
-                // the same record number for the same item: the counts still come out even.
-                let earlier = store.fetch_token(b"k").unwrap();
-                end();
-                let now = store.fetch_token(b"k").unwrap();
-                store.release_token(earlier);
-                end();
-                assert!(held(&store, now), "out past its turn: held");
-                store.release_token(now);
-                assert!(!held(&store, now), "every hold given back");
-            });
+        with_k_on_a_new_thread(|store| {
+            let end = || end_turn(|_, count| count(store));
+            end();
+            // One more than a turn records: the last counts a hold of its own.
+            let tokens: Vec<u64> = (0..=TURN_RECORDS)
+                .map(|_| store.fetch_token(b"k").unwrap())
+                .collect();
+            assert!(
+                held(store, tokens[TURN_RECORDS]),
+                "past the records: counted"
+            );
+            // Given back last first, in its turn: nothing stays counted.
+            tokens
+                .into_iter()
+                .rev()
+                .for_each(|t| store.release_token(t));
+            let again = store.fetch_token(b"k").unwrap();
+            assert!(!held(store, again), "numbers given back are taken again");
+            store.release_token(again);
+            // In order too: the last one given back empties the record.
+            let tokens: Vec<u64> = (0..=TURN_RECORDS)
+                .map(|_| store.fetch_token(b"k").unwrap())
+                .collect();
+            tokens.into_iter().for_each(|t| store.release_token(t));
+            let again = store.fetch_token(b"k").unwrap();
+            assert!(!held(store, again), "numbers given back are taken again");
+            store.release_token(again);
+            end();
+            // A token of an earlier turn, given back while a token of this turn holds
+            // the same record number for the same item: the counts still come out even.
+            let earlier = store.fetch_token(b"k").unwrap();
+            end();
+            let now = store.fetch_token(b"k").unwrap();
+            store.release_token(earlier);
+            end();
+            assert!(held(store, now), "out past its turn: held");
+            store.release_token(now);
+            assert!(!held(store, now), "every hold given back");
         });
     }
 }
