@@ -132,7 +132,7 @@ impl Blocks {
     }
 
     /// Gives back `token`'s hold (memcached's `release`) to the store at `store` (a turn's
-    /// record names it so: `turn::address`). An item in the segments is not read: the token
+    /// record names it so: `Store::address`). An item in the segments is not read: the token
     /// names its segment and its hold.
     pub(crate) fn release(&self, store: usize, engine: &Engine, use_cas: bool, token: u64) {
         if token & BLOCK != 0 {
