@@ -43,10 +43,8 @@ struct Turn {
     /// The turn's pin, from its first get.
     pin: Option<Pinned>,
     /// What the turn handed out, by the record number its token carries; `None` once given
-    /// back (and taken off the end).
+    /// back (and taken off the end, so that a turn whose items all came back holds none).
     handed: Vec<Option<Handed>>,
-    /// How many of `handed` are not given back.
-    out: usize,
 }
 
 #[cfg(not(mcb_loom))]
@@ -82,7 +80,6 @@ pub(super) fn pinned<R>(
         let found = find(pin, record).map(|(found, loc)| {
             if let Some(loc) = loc {
                 turn.handed.push(Some(Handed { store, loc }));
-                turn.out += 1;
             }
             found
         });
@@ -106,12 +103,8 @@ pub(super) fn given_back(store: usize, loc: Loc, record: usize) -> bool {
             return None;
         }
         *entry = None;
-        turn.out -= 1;
         // Numbers freed at the end are taken again (a turn of many single gets, or a
         // multi-get's items given back last first, or all of them given back).
-        if turn.out == 0 {
-            turn.handed.clear();
-        }
         while turn.handed.last() == Some(&None) {
             turn.handed.pop();
         }
@@ -132,14 +125,13 @@ pub(super) fn end(mut hold: impl FnMut(usize, Loc)) {
         if mutant::active(Mutant::TurnEndUnpinsFirst) {
             turn.pin = None;
         }
-        if turn.out > 0 && !mutant::active(Mutant::TurnEndSkipsHolds) {
+        if !mutant::active(Mutant::TurnEndSkipsHolds) {
             for handed in turn.handed.iter().flatten() {
                 // The hold is counted before the pin below goes, as a get's.
                 hold(handed.store, handed.loc);
             }
         }
         turn.handed.clear();
-        turn.out = 0;
         turn.pin = None;
     });
 }

@@ -318,12 +318,15 @@ impl Engine {
         self.segs.is_held(loc.seg)
     }
 
-    /// Takes a counted hold on the item at `loc` for a reader still pinned: as
-    /// [`Engine::hold`] of that item (an item a turn handed out that outlives it).
+    /// Takes a counted hold on the item at `loc`, in a segment, for a reader still pinned: as
+    /// [`Engine::hold`] of that item (an item a turn handed out that outlives it; a turn
+    /// records no large object).
     pub(crate) fn hold_at(&self, loc: Loc) {
-        if !self.segs.is_large(loc.seg) {
-            self.segs.hold(loc.seg);
-        }
+        debug_assert!(
+            !self.segs.is_large(loc.seg),
+            "a turn's item lies in a segment"
+        );
+        self.segs.hold(loc.seg);
     }
 
     /// Gives back a counted hold on the item at `loc` without reading it (a token's release):
