@@ -14,6 +14,9 @@
  *               retried call answers SUCCESS "async done"
  *   0xe2 GATE   releases every ASYNC "wait"
  *
+ * A get, allocate, store, remove or arithmetic on a key that starts with "park:" is parked the
+ * same way, once: EWOULDBLOCK, then a notification, and the retried call does the work.
+ *
  * Anything else gets ENGINE_ENOTSUP (the host answers "unknown command"). Stat "async_pending"
  * counts the ASYNC calls answered EWOULDBLOCK and not yet retried, so a test can wait for a
  * connection to be parked. It registers for ON_DISCONNECT and counts disconnects (stat
@@ -105,6 +108,17 @@ typedef struct te_engine {
 
 static te_engine *te(ENGINE_HANDLE *h) {
     return (te_engine *)h;
+}
+
+static ENGINE_ERROR_CODE te_park(te_engine *e, const void *cookie, bool wait);
+
+/* A call on a key that starts with "park:" is parked once (te_park): its retry does the work. */
+static ENGINE_ERROR_CODE te_park_key(te_engine *e, const void *cookie, const void *key,
+                                     size_t nkey) {
+    if (nkey < 5 || memcmp(key, "park:", 5) != 0) {
+        return ENGINE_SUCCESS;
+    }
+    return te_park(e, cookie, false);
 }
 
 static EXTENSION_LOGGER_DESCRIPTOR *te_logger(te_engine *e) {
@@ -326,13 +340,16 @@ static void te_destroy(ENGINE_HANDLE *h, const bool force) {
 static ENGINE_ERROR_CODE te_allocate(ENGINE_HANDLE *h, const void *cookie, item **out,
                                      const void *key, const size_t nkey, const size_t nbytes,
                                      const int flags, const rel_time_t exptime) {
-    (void)cookie;
     te_engine *e = te(h);
     if (out == NULL || key == NULL || nkey == 0 || nkey > TE_MAX_KEY) {
         return ENGINE_EINVAL;
     }
     if (nbytes > UINT32_MAX || nkey + nbytes > e->cache_size) {
         return ENGINE_E2BIG;
+    }
+    ENGINE_ERROR_CODE parked = te_park_key(e, cookie, key, nkey);
+    if (parked != ENGINE_SUCCESS) {
+        return parked;
     }
     pthread_mutex_lock(&e->lock);
     te_item *it = item_new(e, key, nkey, nbytes, (uint32_t)flags, exptime);
@@ -357,11 +374,14 @@ static void te_release(ENGINE_HANDLE *h, const void *cookie, item *item) {
 
 static ENGINE_ERROR_CODE te_get(ENGINE_HANDLE *h, const void *cookie, item **out,
                                 const void *key, const int nkey, uint16_t vbucket) {
-    (void)cookie;
     (void)vbucket;
     te_engine *e = te(h);
     if (out == NULL || key == NULL || nkey <= 0 || nkey > TE_MAX_KEY) {
         return ENGINE_EINVAL;
+    }
+    ENGINE_ERROR_CODE parked = te_park_key(e, cookie, key, (size_t)nkey);
+    if (parked != ENGINE_SUCCESS) {
+        return parked;
     }
     pthread_mutex_lock(&e->lock);
     e->stats.cmd_get++;
@@ -394,14 +414,16 @@ static te_item *item_concat(te_engine *e, te_item *old, te_item *it, bool append
 static ENGINE_ERROR_CODE te_store(ENGINE_HANDLE *h, const void *cookie, item *item,
                                   uint64_t *cas, ENGINE_STORE_OPERATION operation,
                                   uint16_t vbucket) {
-    (void)cookie;
     (void)vbucket;
     te_engine *e = te(h);
     te_item *it = item;
     if (it == NULL || it->linked) {
         return ENGINE_EINVAL;
     }
-    ENGINE_ERROR_CODE rv = ENGINE_SUCCESS;
+    ENGINE_ERROR_CODE rv = te_park_key(e, cookie, item_key(it), it->nkey);
+    if (rv != ENGINE_SUCCESS) {
+        return rv;
+    }
     pthread_mutex_lock(&e->lock);
     e->stats.cmd_set++;
     te_item *old = item_find(e, item_key(it), it->nkey);
@@ -481,8 +503,11 @@ static ENGINE_ERROR_CODE te_remove_impl(te_engine *e, const void *key, size_t nk
 
 static ENGINE_ERROR_CODE te_remove(ENGINE_HANDLE *h, const void *cookie, const void *key,
                                    const size_t nkey, mcb_remove_cas_t cas, uint16_t vbucket) {
-    (void)cookie;
     (void)vbucket;
+    ENGINE_ERROR_CODE parked = key != NULL ? te_park_key(te(h), cookie, key, nkey) : ENGINE_SUCCESS;
+    if (parked != ENGINE_SUCCESS) {
+        return parked;
+    }
 #ifdef MCB_ENGINE_PU
     return te_remove_impl(te(h), key, nkey, cas);
 #else
@@ -518,13 +543,15 @@ static ENGINE_ERROR_CODE te_arithmetic(ENGINE_HANDLE *h, const void *cookie, con
                                        const uint64_t delta, const uint64_t initial,
                                        const rel_time_t exptime, uint64_t *cas,
                                        uint64_t *result, uint16_t vbucket) {
-    (void)cookie;
     (void)vbucket;
     te_engine *e = te(h);
     if (key == NULL || nkey <= 0 || nkey > TE_MAX_KEY || cas == NULL || result == NULL) {
         return ENGINE_EINVAL;
     }
-    ENGINE_ERROR_CODE rv = ENGINE_SUCCESS;
+    ENGINE_ERROR_CODE rv = te_park_key(e, cookie, key, (size_t)nkey);
+    if (rv != ENGINE_SUCCESS) {
+        return rv;
+    }
     pthread_mutex_lock(&e->lock);
     te_item *old = item_find(e, key, (size_t)nkey);
     uint64_t value = 0;
@@ -726,12 +753,14 @@ static void *te_async_main(void *arg) {
     return NULL;
 }
 
-static ENGINE_ERROR_CODE te_do_async(te_engine *e, const void *cookie, const char *value,
-                                  size_t nvalue, ADD_RESPONSE response) {
+/* Parks the call of `cookie`: EWOULDBLOCK, completed from another thread through
+ * notify_io_complete (after GATE when `wait`). The call retried after that ends the parking and
+ * gets SUCCESS: it goes on with its work. */
+static ENGINE_ERROR_CODE te_park(te_engine *e, const void *cookie, bool wait) {
     SERVER_COOKIE_API *api = e->server->cookie;
     te_async *a = api->get_engine_specific(cookie);
     if (a != NULL) {
-        /* The retried call: the work is done. */
+        /* The retried call: the wait is over. */
         pthread_mutex_lock(&e->lock);
         for (te_async **pp = &e->asyncs; *pp != NULL; pp = &(*pp)->next) {
             if (*pp == a) {
@@ -743,11 +772,7 @@ static ENGINE_ERROR_CODE te_do_async(te_engine *e, const void *cookie, const cha
         pthread_join(a->thread, NULL);
         free(a);
         api->store_engine_specific(cookie, NULL);
-        const char *msg = "async done";
-        return response(NULL, 0, NULL, 0, msg, (uint32_t)strlen(msg), PROTOCOL_BINARY_RAW_BYTES,
-                        PROTOCOL_BINARY_RESPONSE_SUCCESS, 0, cookie)
-                   ? ENGINE_SUCCESS
-                   : ENGINE_FAILED;
+        return ENGINE_SUCCESS;
     }
     a = calloc(1, sizeof(*a));
     if (a == NULL) {
@@ -755,7 +780,7 @@ static ENGINE_ERROR_CODE te_do_async(te_engine *e, const void *cookie, const cha
     }
     a->cookie = cookie;
     a->engine = e;
-    a->wait_for_gate = nvalue == 4 && memcmp(value, "wait", 4) == 0;
+    a->wait_for_gate = wait;
     ENGINE_ERROR_CODE rv = api->reserve(cookie);
     if (rv != ENGINE_SUCCESS) {
         free(a);
@@ -774,6 +799,19 @@ static ENGINE_ERROR_CODE te_do_async(te_engine *e, const void *cookie, const cha
     e->asyncs = a;
     pthread_mutex_unlock(&e->lock);
     return ENGINE_EWOULDBLOCK;
+}
+
+static ENGINE_ERROR_CODE te_do_async(te_engine *e, const void *cookie, const char *value,
+                                  size_t nvalue, ADD_RESPONSE response) {
+    ENGINE_ERROR_CODE rv = te_park(e, cookie, nvalue == 4 && memcmp(value, "wait", 4) == 0);
+    if (rv != ENGINE_SUCCESS) {
+        return rv;
+    }
+    const char *msg = "async done";
+    return response(NULL, 0, NULL, 0, msg, (uint32_t)strlen(msg), PROTOCOL_BINARY_RAW_BYTES,
+                    PROTOCOL_BINARY_RESPONSE_SUCCESS, 0, cookie)
+               ? ENGINE_SUCCESS
+               : ENGINE_FAILED;
 }
 
 static uint32_t be32(const void *p) {

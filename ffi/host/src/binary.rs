@@ -573,7 +573,9 @@ fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flo
     if !req.extras.is_empty() || req.key.is_empty() || !req.value.is_empty() {
         return malformed(out, h);
     }
-    peer.detail(req.key, Op::Delete);
+    if !peer.resuming() {
+        peer.detail(req.key, Op::Delete);
+    }
     let engine = peer.engine();
     let mut cas = h.cas;
     let rc = peer.retry(|| ok(engine.remove(&peer.cookie, req.key, &mut cas, h.vbucket)));
@@ -641,7 +643,9 @@ fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow
         ([a, b, c, d], true) => libc::time_t::from(u32::from_be_bytes([*a, *b, *c, *d])),
         _ => return malformed(out, h),
     };
-    peer.count(Stat::CmdFlush);
+    if !peer.resuming() {
+        peer.count(Stat::CmdFlush);
+    }
     if !peer.ctx.options.flush_enabled {
         // `-F`: memcached 1.6 answers a binary flush so.
         status_reply(out, h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
@@ -722,7 +726,9 @@ fn touch(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, packet: &mut Packet)
     let (Ok(exptime), false) = (<[u8; 4]>::try_from(req.extras), req.key.is_empty()) else {
         return malformed(out, h);
     };
-    peer.count(Stat::CmdTouch);
+    if !peer.resuming() {
+        peer.count(Stat::CmdTouch);
+    }
     let quiet = matches!(h.opcode, PROTOCOL_BINARY_CMD_GATQ | CMD_GATKQ);
     let key: &[u8] = if matches!(h.opcode, CMD_GATK | CMD_GATKQ) {
         req.key

@@ -242,6 +242,12 @@ impl Peer {
         }
     }
 
+    /// Whether this run of a request follows its engine call's EWOULDBLOCK and notification: a
+    /// count taken before that call is then left out, since the first run took it.
+    pub fn resuming(&self) -> bool {
+        self.resume.get().is_some()
+    }
+
     /// Whether the last step parked (clearing the mark).
     pub fn take_parked(&self) -> bool {
         self.parked.replace(false)
