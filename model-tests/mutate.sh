@@ -196,6 +196,13 @@ add l1-slot-outlives-its-caches core/src/tiers/l1.rs tiers \
 add l2-recycle-at-handover core/src/tiers/l2.rs tiers \
     'if mutant::active(Mutant::L2RecyclesAtHandover) {' 'if true {' \
     "retired nodes recycled when handed over, not after the grace period: a writer reuses a node under its reader"
+add l2-block-links-each-node-to-itself core/src/tiers/l2.rs tiers \
+    'base.as_ptr().wrapping_add(i + 1)' 'base.as_ptr().wrapping_add(i)' \
+    "a new block's spare list links each node to itself: every write of the shard reuses one node, linked or not"
+add l2-drop-keeps-linked-values core/src/tiers/l2.rs tiers \
+    $'                let node = unsafe { &mut *cur.as_raw().cast_mut() };\n                node.clear();' \
+    $'                let node = unsafe { &mut *cur.as_raw().cast_mut() };' \
+    "a dropped store leaves its values in their nodes: a batch still in flight keeps them alive"
 add clock-ticker-stands-still core/src/tiers/clock.rs tiers \
     $'                return;\n            }\n            NOW.store(coarse_ms() + 1, Ordering::Relaxed);' \
     $'                return;\n            }' \

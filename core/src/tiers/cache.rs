@@ -895,12 +895,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         strict: bool,
     ) -> Result<Option<PayloadArc<V>>, Error> {
         let now = self.now();
-        let entry = Entry {
-            value: value.clone(),
-            stored_at: now,
-            ttl,
-            resurrected,
-        };
+        let entry = Entry::new(value.clone(), now, ttl, resurrected);
         let (l2, ns, kind) = match &self.misses {
             Some((misses, ns)) => {
                 // The key must not stay in the other store, where it could shadow this write.
@@ -1168,7 +1163,7 @@ struct Fetched<T> {
 
 /// The level of an L2 hit on `entry`: [`Level::Stale`] for one put back by resurrection.
 fn level<T>(entry: &Entry<T>) -> Level {
-    if entry.resurrected {
+    if entry.resurrected() {
         Level::Stale
     } else {
         Level::L2
