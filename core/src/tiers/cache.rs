@@ -573,6 +573,18 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     /// Stores `value` (`None`: a cached miss) in L2 and this thread's L1, and invalidates the
     /// other threads' L1 copies. If L2 has no room after the tries, fails and leaves L1 alone.
     pub fn set(&self, key: &[u8], opts: &CallOptions, value: Option<T>) -> Result<(), Error> {
+        self.set_shared(key, opts, value.map(PayloadArc::new))
+    }
+
+    /// [`Cache::set`] of a value the caller already shares: L2 keeps the caller's
+    /// `PayloadArc` (and so does L1, unless the cache transforms values), so the set allocates
+    /// nothing of its own once the store recycles its nodes.
+    pub fn set_shared(
+        &self,
+        key: &[u8],
+        opts: &CallOptions,
+        value: Option<PayloadArc<T>>,
+    ) -> Result<(), Error> {
         let opts = self.opts.resolve(opts)?;
         let hash = self.l2.hash(self.ns.id, key);
         let ttl = if value.is_some() {
@@ -586,7 +598,6 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
             opts,
             into: None,
         };
-        let value = value.map(PayloadArc::new);
         self.store(&self.here(), key, &pending, value, ttl, false, true)
             .map(drop)
     }
