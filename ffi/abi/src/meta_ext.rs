@@ -12,7 +12,8 @@
 /// thread before the thread waits for its next events; from the first call on, a get on that
 /// thread hands out items pinned by the turn, which count no hold unless they are still out
 /// when the turn ends (`mcb_core::store::end_turn`). A host that never calls it keeps plain
-/// v1: counted holds. The bucket engine's covers its in-process (`builtin`) buckets.
+/// v1: counted holds. The bucket engine's covers its in-process (`builtin`) buckets and calls
+/// the one of each library it loaded a bucket from.
 pub const END_TURN_SYMBOL: &std::ffi::CStr = c"mcb_end_turn";
 
 /// [`END_TURN_SYMBOL`]'s type. The caller promises what `mcb_core::store::end_turn` asks: each

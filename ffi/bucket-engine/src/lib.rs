@@ -20,14 +20,15 @@ pub unsafe extern "C" fn create_instance(
 /// Ends the calling thread's turn, for a host that serves requests in turns (`mcb-memcached`
 /// calls it on each worker before the worker waits for events; see
 /// `mcb_abi::meta_ext::END_TURN_SYMBOL`). From the first call on, items that the `builtin`
-/// buckets hand this thread are kept by the turn rather than by a count. Buckets loaded from
-/// other libraries are not covered: their items stay counted.
+/// buckets hand this thread are kept by the turn rather than by a count, and so are those of
+/// buckets loaded from a library that exports its own end of turn (ours do), which this one
+/// calls in turn.
 ///
 /// # Safety
 /// Each item a turn hands out is released on the thread that got it, before its engine is
 /// destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn mcb_end_turn() {
-    // SAFETY: the caller's contract is the one `mcb_ffi::storage::end_turn` needs.
-    unsafe { mcb_ffi::storage::end_turn() }
+    // SAFETY: the caller's contract is the one `mcb_ffi::bucket_engine::end_turn` needs.
+    unsafe { mcb_ffi::bucket_engine::end_turn() }
 }

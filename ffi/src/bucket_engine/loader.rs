@@ -194,9 +194,13 @@ fn load(
     if path.is_empty() {
         return Err("Failed to load engine: no engine path".into());
     }
-    // A library's end of turn is not forwarded: its items keep counted holds, and the host's
-    // end of turn (ours) covers the built-in buckets, which live in this library.
-    let Created { handle, v1, .. } = if path == BUILTIN {
+    // A library's end of turn is recorded, so that ours ends its turn too; the built-in
+    // buckets live in this library, whose own end of turn covers them.
+    let Created {
+        handle,
+        v1,
+        end_turn,
+    } = if path == BUILTIN {
         // SAFETY: our own storage engine's create_instance meets the interface's contract;
         // the bucket engine's server API lives as long as the bucket engine.
         unsafe { engine_lib::create_with(crate::storage::create_instance, path, gsapi)? }
@@ -205,6 +209,12 @@ fn load(
         // as memcached trusts its `-E` (the engine interface's premise); server API as above.
         unsafe { engine_lib::load(path, gsapi)? }
     };
+    if let Some(end_turn) = end_turn {
+        if !super::turns::record(end_turn) {
+            let why = format!("{path}: too many engine libraries to end their turns; its buckets' gets keep counted holds");
+            host.log(EXTENSION_LOG_WARNING, &why);
+        }
+    }
     let disconnect = Arc::new(DisconnectSlot::default());
     slots()
         .lock()

@@ -12,7 +12,8 @@
 //! one part: `host` (the host's API tables and the ones our engines get), `loader` (engines
 //! from shared libraries), `instance` (the instance, its state and the logger, which every call
 //! reads), `config`, `conn` (per-connection state and events), `calls` (the proxied engine
-//! calls), `items`, `admin` (CREATE, DELETE, LIST, SELECT), `stats`, `tap`. None of them names
+//! calls), `items`, `admin` (CREATE, DELETE, LIST, SELECT), `stats`, `tap`, `turns` (the host's
+//! end of turn, passed on to the libraries buckets were loaded from). None of them names
 //! this module.
 
 mod admin;
@@ -25,6 +26,7 @@ mod items;
 mod loader;
 mod stats;
 mod tap;
+mod turns;
 
 use crate::abi::*;
 use crate::boundary::guard;
@@ -35,6 +37,7 @@ use mcb_core::bucket::Registry;
 use std::ffi::{c_char, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
+pub use turns::end_turn;
 
 /// memcached's entry point: hands out the one bucket engine instance (exported as
 /// `create_instance` by `libbucket_engine.so`).
