@@ -25,8 +25,9 @@ ENGINE_ERROR_CODE create_instance(uint64_t interface,
  * Ends the calling thread's turn, for a host that serves requests in turns (`mcb-memcached`
  * calls it on each worker before the worker waits for events; see
  * `mcb_abi::meta_ext::END_TURN_SYMBOL`). From the first call on, items that the `builtin`
- * buckets hand this thread are kept by the turn rather than by a count. Buckets loaded from
- * other libraries are not covered: their items stay counted.
+ * buckets hand this thread are kept by the turn rather than by a count, and so are those of
+ * buckets loaded from a library that exports its own end of turn (ours do), which this one
+ * calls in turn.
  *
  * # Safety
  * Each item a turn hands out is released on the thread that got it, before its engine is

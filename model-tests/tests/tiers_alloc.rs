@@ -88,29 +88,36 @@ fn an_l2_hit_not_promoted_and_a_borrowing_read_allocate_nothing() {
     assert_eq!(n, 0, "allocations on unpromoted L2 hits");
 }
 
-/// A set of a new key into a full store, evicting: its value's `PayloadArc` (the caller's
-/// value, shared from then on), and the node only until the store has recycled enough. The
-/// epoch collector allocates a queue entry per batch it is handed (64 retired nodes), so the
-/// count per set is a little over one.
-#[test]
-fn a_set_allocates_its_value_and_no_node_once_warm() {
-    const SETS: u64 = 20_000;
-    // Room for about 1,000 entries in one shard.
+/// Sets of new keys in a store of about 1,000 entries in one shard, full after the first
+/// thousand: `set(k)` for keys `0..SETS`, then the allocations per set of `SETS..2 * SETS`.
+const SETS: u64 = 20_000;
+
+fn full_store(name: &str) -> Cache<u64> {
     let l2 = PayloadArc::new(L2::with_shards(160 * 1000, 1).unwrap());
     let opts = Options {
         l1_capacity: 16,
         clock: Clock::manual(),
         ..Options::default()
     };
-    let cache = Cache::new("sets", l2, opts).unwrap();
-    let set = |k: u64| {
+    Cache::new(name, l2, opts).unwrap()
+}
+
+fn allocations_per_set(set: impl Fn(u64)) -> f64 {
+    (0..SETS).for_each(&set);
+    let n = allocations(|| (SETS..2 * SETS).for_each(&set));
+    n as f64 / SETS as f64
+}
+
+/// A set of a new key into a full store, evicting: its value's `PayloadArc` (the caller's
+/// value, shared from then on), and the node only until the store has recycled enough. The
+/// epoch collector allocates a queue entry per batch it is handed (64 retired nodes), so the
+/// count per set is a little over one.
+#[test]
+fn a_set_allocates_its_value_and_no_node_once_warm() {
+    let cache = full_store("sets");
+    let per_set = allocations_per_set(|k| {
         let _ = cache.set(&k.to_le_bytes(), &CallOptions::default(), Some(k));
-    };
-    for k in 0..SETS {
-        set(k);
-    }
-    let n = allocations(|| (SETS..2 * SETS).for_each(set));
-    let per_set = n as f64 / SETS as f64;
+    });
     eprintln!("allocations per set: {per_set:.3}");
     assert!(
         (1.0..1.05).contains(&per_set),
@@ -122,24 +129,12 @@ fn a_set_allocates_its_value_and_no_node_once_warm() {
 /// collector's (about two allocations per batch of 64 retired nodes: 0.034 a set).
 #[test]
 fn a_set_of_a_shared_value_allocates_only_the_collectors_share() {
-    const SETS: u64 = 20_000;
-    let l2 = PayloadArc::new(L2::with_shards(160 * 1000, 1).unwrap());
-    let opts = Options {
-        l1_capacity: 16,
-        clock: Clock::manual(),
-        ..Options::default()
-    };
-    let cache = Cache::new("shared", l2, opts).unwrap();
+    let cache = full_store("shared");
     let values: Vec<PayloadArc<u64>> = (0..2 * SETS).map(PayloadArc::new).collect();
-    let set = |k: u64| {
+    let per_set = allocations_per_set(|k| {
         let value = Some(values[k as usize].clone());
         let _ = cache.set_shared(&k.to_le_bytes(), &CallOptions::default(), value);
-    };
-    for k in 0..SETS {
-        set(k);
-    }
-    let n = allocations(|| (SETS..2 * SETS).for_each(set));
-    let per_set = n as f64 / SETS as f64;
+    });
     eprintln!("allocations per shared set: {per_set:.3}");
     assert!(
         per_set < 0.05,
