@@ -108,10 +108,7 @@ fn a_value_sent_to_a_slow_reader_outlives_the_eviction_of_its_segment() {
 #[cfg(not(feature = "engine-pu"))]
 #[test]
 fn a_value_sent_to_a_slow_reader_outlives_the_eviction_of_its_segment_in_a_library_bucket() {
-    let lib = mcb_testkit::shared_lib::built_library(
-        "libmcb_engine.so",
-        "cargo build -p mcb-storage-engine (the workspace's tests build it)",
-    );
+    let lib = mcb_testkit::shared_lib::engine_library("libmcb_engine.so", false);
     let config = format!("engine={};default=true", lib.display());
     let s = Server::start(&["-m", "16", "-e", &config]);
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", s.pid())).expect("maps");

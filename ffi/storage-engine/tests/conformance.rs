@@ -5,70 +5,27 @@
 //! with `CI` set fails instead), and with the suite built with gcc's AddressSanitizer and UBSan
 //! (`make SAN=1`).
 //!
-//! Both libraries come from target/<profile>. `cargo test` does not build a cdylib that no
-//! test can link, so this test builds the two (`cargo build`, same profile and features; a
-//! no-op when they are current) before it looks for them.
+//! Both libraries come from target/<profile>, built for the run by
+//! `mcb_testkit::shared_lib::engine_library` (`cargo test` does not build a cdylib that no test
+//! can link).
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
 use mcb_testkit::c_harness::{
     assert_success, build, build_sanitized, valgrind_available, Variant, MEMCHECK, SANITIZER_ENV,
 };
-use mcb_testkit::shared_lib::{built_library, exported_functions};
+use mcb_testkit::shared_lib::{engine_library, exported_functions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 /// The harness in the ABI variant of this crate's features.
 const VARIANT: Variant = Variant::of(cfg!(feature = "engine-pu"));
 
-/// Builds both libraries once per test binary, into the target dir this test runs from.
-fn build_libraries() {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test binary path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>/deps");
-        let target_dir = profile_dir.parent().expect("target/");
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args([
-                "build",
-                "-p",
-                "mcb-storage-engine",
-                "-p",
-                "mcb-bucket-engine",
-            ])
-            .arg("--target-dir")
-            .arg(target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.ends_with("release") {
-            cargo.arg("--release");
-        }
-        if cfg!(feature = "engine-pu") {
-            cargo.args([
-                "--features",
-                "mcb-storage-engine/engine-pu,mcb-bucket-engine/engine-pu",
-            ]);
-        }
-        let out = cargo.output().expect("run cargo build");
-        assert!(
-            out.status.success(),
-            "building the engine libraries failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-}
-
 fn storage_engine() -> PathBuf {
-    build_libraries();
-    built_library("libmcb_engine.so", "cargo build -p mcb-storage-engine")
+    engine_library("libmcb_engine.so", cfg!(feature = "engine-pu"))
 }
 
 fn bucket_engine() -> PathBuf {
-    build_libraries();
-    built_library("libbucket_engine.so", "cargo build -p mcb-bucket-engine")
+    engine_library("libbucket_engine.so", cfg!(feature = "engine-pu"))
 }
 
 /// Runs the C suite in `mode` on `lib`, under `wrapper` when given.
