@@ -90,6 +90,9 @@ pub struct Counted {
     pub cas: u64,
     /// Its item's expiry.
     pub exptime: RelTime,
+    /// The expiry the item had before this call (a touch), 0 for one it created: memcached
+    /// reports `t` as it stands at its place among the flags.
+    pub exptime_before: RelTime,
     /// Whether the item was created (`create` on a miss): memcached 1.6 answers `ma … N q`
     /// then, though `q` hides the answer to a hit.
     pub created: bool,
@@ -196,6 +199,7 @@ impl Store {
         let hash = self.engine.hash(key);
         let mut hit = false;
         let mut value = 0;
+        let mut exptime_before = 0;
         let result = self.rewrite(key, hash, now, false, |current| {
             // As memcached: a number shorter than the one it replaces keeps that length,
             // padded with spaces (memcached rewrites it in place, so that the item stays the
@@ -219,6 +223,7 @@ impl Store {
                     // Relaxed: the meta state carries over (a racing note of a read may be
                     // lost), as in touch's rewrite.
                     same_item = Some(old.item.meta().load(Ordering::Relaxed));
+                    exptime_before = old.exptime();
                     (
                         new,
                         old.flags(),
@@ -229,6 +234,7 @@ impl Store {
                 None => {
                     // (A write retried after a lost race sees the key anew.)
                     hit = false;
+                    exptime_before = 0;
                     let (initial, exptime) = d.create.ok_or(Error::NotFound)?;
                     (initial, 0, exptime, 0)
                 }
@@ -260,6 +266,7 @@ impl Store {
             value,
             cas,
             exptime: item.exptime(),
+            exptime_before,
             created: !hit,
         })
     }

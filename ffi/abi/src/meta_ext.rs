@@ -43,8 +43,10 @@ pub const CMD_META_SET_INVALID: u8 = 0xea;
 /// Meta arithmetic with a CAS compare and a TTL update. Extras (40 bytes): `ARITH_*` bits, 3
 /// bytes zero, the expiry of an item created on a miss, the expiry to set on success, 4 bytes
 /// zero, the delta, the initial value, the CAS to compare (0: any). Answer: SUCCESS with
-/// extras of the magic, the item's expiry in server time (4) and whether this call created the
-/// item (1 byte, 0 or 1), the new value as an 8-byte body and the CAS; or KEY_ENOENT, KEY_EEXISTS, DELTA_BADVAL (not a number).
+/// extras of the magic, the item's expiry in server time (4), whether this call created the
+/// item (1 byte, 0 or 1) and the expiry it had before this call (4; 0 for one it created), the
+/// new value as an 8-byte body and the CAS; or KEY_ENOENT, KEY_EEXISTS, DELTA_BADVAL (not a
+/// number).
 pub const CMD_META_ARITHMETIC: u8 = 0xeb;
 
 /// Increment (else decrement).

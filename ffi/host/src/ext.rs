@@ -291,6 +291,8 @@ pub struct Counted {
     pub value: u64,
     /// The item's expiry, in server time.
     pub exptime: rel_time_t,
+    /// Its expiry before this call (a touch), 0 for an item it created.
+    pub exptime_before: rel_time_t,
     /// This call created the item.
     pub created: bool,
 }
@@ -318,11 +320,15 @@ pub fn arithmetic(
     x[32..].copy_from_slice(&a.cas.to_be_bytes());
     let answer = ours(call(peer, packet, CMD_META_ARITHMETIC, [&x, key, &[]]))?;
     status_rc(answer.status)?;
-    match (answer.ext.get(4..9), <[u8; 8]>::try_from(&answer.value[..])) {
+    match (
+        answer.ext.get(4..13),
+        <[u8; 8]>::try_from(&answer.value[..]),
+    ) {
         (Some(ext), Ok(number)) => Ok(Counted {
             cas: answer.cas,
             value: u64::from_be_bytes(number),
             exptime: word(ext, 0).unwrap_or(0),
+            exptime_before: word(ext, 5).unwrap_or(0),
             created: ext[4] != 0,
         }),
         _ => Err(ENGINE_FAILED),

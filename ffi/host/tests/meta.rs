@@ -533,6 +533,19 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("mg tn3 t\r\n", "HD t50 Z\r\n"),
     ("mg tn4 N50 t T30\r\n", "HD t50 W\r\n"),
     ("mg tn4 t\r\n", "HD t30 Z\r\n"),
+    // So does ma (an item it creates had no expiry before).
+    ("ms ta 1 T100\r\n5\r\n", "HD\r\n"),
+    ("ma ta t T30\r\n", "HD t100\r\n"),
+    ("ma ta T40 t\r\n", "HD t40\r\n"),
+    ("ma ta N5 t\r\n", "HD t40\r\n"),
+    ("ma tb t N50 MD\r\n", "HD t-1\r\n"),
+    ("mg tb t v\r\n", "VA 1 t50\r\n0\r\n"),
+    ("ma tc N50 T30 t\r\n", "HD t30\r\n"),
+    ("mg tc t\r\n", "HD t30\r\n"),
+    ("ma td T30 N50 t\r\n", "HD t50\r\n"),
+    ("mg td t\r\n", "HD t50\r\n"),
+    ("ma te T30 t N50 J7 v\r\n", "VA 1 t30\r\n7\r\n"),
+    ("mg te t\r\n", "HD t50\r\n"),
     // me's exp is memcached's: the time since the expiry, negative while the item lives.
     ("me tt\r\n", "ME tt exp=-60 la=0 cas=* fetch=yes\r\n"),
 ];

@@ -97,10 +97,11 @@ pub(crate) fn command(
             };
             match store.meta_arithmetic(key, &d) {
                 Ok(done) => {
-                    let mut ext = [0; 9];
+                    let mut ext = [0; 13];
                     ext[..4].copy_from_slice(&ANSWER_MAGIC);
                     ext[4..8].copy_from_slice(&done.exptime.to_be_bytes());
                     ext[8] = u8::from(done.created);
+                    ext[9..].copy_from_slice(&done.exptime_before.to_be_bytes());
                     let value = done.value.to_be_bytes();
                     send(&ext, &value, PROTOCOL_BINARY_RESPONSE_SUCCESS, done.cas)
                 }

@@ -17,7 +17,7 @@ use crate::api::server_core::{current_time, to_rel_time};
 use crate::codec::{push_decimal, push_signed};
 use crate::counters::Stat;
 use crate::engine::{Arith, Value};
-use crate::ext::{self, MetaArith, MetaGet, MetaHit};
+use crate::ext::{self, MetaArith, MetaGet};
 use crate::io::{Output, COPY_MAX};
 use crate::packet::Packet;
 use crate::session::{ok, Flow, Peer};
@@ -146,20 +146,26 @@ fn fetch_ext(
     let Some(hit) = ext::meta_get(peer, packet, &r.key, &get).map_err(Ok)? else {
         return Ok(None);
     };
+    let created = hit.state & STATE_CREATED != 0;
     let known = Known {
         hit_before: Some(hit.state & STATE_FETCHED != 0),
         idle: Some(hit.idle),
         cas: Some(hit.cas),
         flags: Some(hit.flags),
         size: Some(hit.value.len()),
-        ttl: Some(ttl_of(reported_exptime(r, &hit))),
+        ttl: Some(ttl_of(reported_exptime(
+            r,
+            hit.exptime_before,
+            hit.exptime,
+            created,
+        ))),
         state: hit.state,
     };
     Ok(Some((known, Held::Copied(hit.value))))
 }
 
-/// The expiry an item `N` creates gets: memcached applies the line's flags in order, so a `T`
-/// after the `N` sets the new item's expiry again.
+/// The expiry an item `N` creates gets (`mg` and `ma` alike): memcached applies the line's
+/// flags in order, so a `T` after the `N` sets the new item's expiry again.
 fn vivify_ttl(r: &Request, touch: Option<libc::time_t>) -> Option<libc::time_t> {
     let vivify = r.time(b'N')?;
     let at = |flag| r.flags.iter().position(|f| f[0] == flag);
@@ -169,12 +175,18 @@ fn vivify_ttl(r: &Request, touch: Option<libc::time_t>) -> Option<libc::time_t> 
     }
 }
 
-/// The expiry `t` reports for `hit`, in server time: as memcached walks the line's flags, `T`
-/// sets the expiry, `N` sets it on an item this fetch created, and `t` reports it as it
-/// stands at its place (before a later `T`: the expiry the item had).
-fn reported_exptime(r: &Request, hit: &MetaHit) -> rel_time_t {
-    let created = hit.state & STATE_CREATED != 0;
-    let mut exptime = hit.exptime_before;
+/// The expiry `t` reports, in server time, for an item whose expiry was `before` the request
+/// and is `after` it (`created`: the request made it, with no expiry before): as memcached
+/// walks the line's flags (`mg` and `ma` alike), `T` sets the expiry, `N` sets it on an item
+/// the request created, and `t` reports it as it stands at its place (before a later `T`: the
+/// expiry the item had).
+fn reported_exptime(
+    r: &Request,
+    before: rel_time_t,
+    after: rel_time_t,
+    created: bool,
+) -> rel_time_t {
+    let mut exptime = before;
     for flag in r.flags {
         let set = |flag: u8| r.time(flag).map_or(exptime, to_rel_time);
         match flag[0] {
@@ -184,7 +196,7 @@ fn reported_exptime(r: &Request, hit: &MetaHit) -> rel_time_t {
             _ => {}
         }
     }
-    hit.exptime
+    after
 }
 
 /// `mg` through the v1 calls: `get`, or binary GAT for a touch.
@@ -347,14 +359,16 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Reque
     if needs_ext || (create.is_some() && r.quiet()) {
         let a = MetaArith {
             incr,
-            create: create.map(wire_exptime),
+            create: vivify_ttl(r, touch).map(wire_exptime),
             touch: touch.map(wire_exptime),
             delta,
             initial,
             cas: cas_in,
         };
-        done = ext::arithmetic(peer, packet, &r.key, &a)
-            .map(|c| (c.cas, c.value, Some(ttl_of(c.exptime)), c.created));
+        done = ext::arithmetic(peer, packet, &r.key, &a).map(|c| {
+            let exptime = reported_exptime(r, c.exptime_before, c.exptime, c.created);
+            (c.cas, c.value, Some(ttl_of(exptime)), c.created)
+        });
     }
     if !needs_ext && done == Err(ENGINE_ENOTSUP) {
         let a = Arith {
