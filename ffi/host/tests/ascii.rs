@@ -189,23 +189,6 @@ fn data_and_lines_may_arrive_in_pieces() {
     assert_eq!(c.line(), "VALUE k 0 10");
 }
 
-/// The first value of each `stats` line (the host's counters come before the engine's).
-fn stats(c: &mut Ascii, group: &str) -> std::collections::HashMap<String, String> {
-    c.send(format!("stats {group}\r\n").as_bytes());
-    let mut stats = std::collections::HashMap::new();
-    loop {
-        let line = c.line();
-        if line == "END" {
-            return stats;
-        }
-        let mut words = line.splitn(3, ' ').skip(1);
-        let (name, value) = (words.next().unwrap(), words.next().unwrap_or(""));
-        stats
-            .entry(name.to_owned())
-            .or_insert_with(|| value.to_owned());
-    }
-}
-
 /// A command whose engine calls park (EWOULDBLOCK, then a notification, then the call again:
 /// the test engine's `park:` keys) is counted once, as the same command that does not park:
 /// the host runs the request again, but counts only the run that answers.
@@ -214,7 +197,7 @@ fn a_parked_command_is_counted_once() {
     let s = server();
     let mut c = s.ascii();
     let counted = |c: &mut Ascii| {
-        let stats = stats(c, "");
+        let stats = c.stats("");
         let names = [
             "cmd_get",
             "get_hits",
@@ -223,7 +206,7 @@ fn a_parked_command_is_counted_once() {
             "cmd_touch",
             "cmd_meta",
         ];
-        names.map(|name| stats[name].parse::<u64>().unwrap())
+        names.map(|name| stat_value(&stats, name).unwrap().parse::<u64>().unwrap())
     };
     assert_eq!(c.cmd("stats detail on\r\n"), "OK");
     let before = counted(&mut c);

@@ -49,29 +49,6 @@ fn a_binary_set_refused_as_too_large_unlinks_the_old_value() {
     }
 }
 
-/// The `stats` group as (name, value) pairs, over ASCII.
-fn ascii_stats(c: &mut Ascii, group: &str) -> Vec<(String, String)> {
-    c.send(format!("stats {group}\r\n").as_bytes());
-    let mut out = Vec::new();
-    loop {
-        let line = c.line();
-        if line == "END" {
-            return out;
-        }
-        let mut parts = line.splitn(3, ' ');
-        assert_eq!(parts.next(), Some("STAT"), "{line}");
-        let (k, v) = (parts.next().unwrap(), parts.next().unwrap_or(""));
-        out.push((k.to_owned(), v.to_owned()));
-    }
-}
-
-fn stat<'a>(stats: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    stats
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
 /// A directory of its own for a test, removed on drop; world-writable, so that a server that
 /// dropped root can write its pid file there.
 struct TempDir(std::path::PathBuf);
@@ -114,10 +91,14 @@ fn debian_memcached_conf_options_mean_what_they_mean_to_memcached() {
         "100",
     ]);
     let mut c = s.ascii();
-    let stats = ascii_stats(&mut c, "");
-    assert_eq!(stat(&stats, "limit_maxbytes"), Some("50331648"), "-m 48");
-    assert_eq!(stat(&stats, "max_connections"), Some("100"), "-c 100");
-    let settings = ascii_stats(&mut c, "settings");
+    let stats = c.stats("");
+    assert_eq!(
+        stat_value(&stats, "limit_maxbytes"),
+        Some("50331648"),
+        "-m 48"
+    );
+    assert_eq!(stat_value(&stats, "max_connections"), Some("100"), "-c 100");
+    let settings = c.stats("settings");
     for (name, value) in [
         ("maxbytes", "50331648"),
         ("item_size_max", "2097152"),
@@ -126,7 +107,11 @@ fn debian_memcached_conf_options_mean_what_they_mean_to_memcached() {
         ("evictions", "on"),
         ("cas_enabled", "yes"),
     ] {
-        assert_eq!(stat(&settings, name), Some(value), "stats settings {name}");
+        assert_eq!(
+            stat_value(&settings, name),
+            Some(value),
+            "stats settings {name}"
+        );
     }
     // -I 2m: a value over the default 1 MiB is stored.
     let big = vec![b'x'; 1_500_000];
@@ -250,7 +235,7 @@ fn ascii_authentication_lands_users_in_their_buckets() {
     assert_eq!(bob.cmd("set user:1 0 0 1\r\nx\r\n"), "STORED");
     assert_eq!(bob.cmd("stats detail dump\r\n"), "END");
     // stats conns: every connection, the asking one running its command.
-    let conns = ascii_stats(&mut alice, "conns");
+    let conns = alice.stats("conns");
     let states: Vec<&str> = conns
         .iter()
         .filter(|(k, _)| k.ends_with(":state"))

@@ -416,4 +416,28 @@ impl Ascii {
         self.send(text.as_bytes());
         self.line()
     }
+
+    /// The `stats` group as (name, value) pairs, in the server's order.
+    pub fn stats(&mut self, group: &str) -> Vec<(String, String)> {
+        self.send(format!("stats {group}\r\n").as_bytes());
+        let mut out = Vec::new();
+        loop {
+            let line = self.line();
+            if line == "END" {
+                return out;
+            }
+            let mut parts = line.splitn(3, ' ');
+            assert_eq!(parts.next(), Some("STAT"), "{line}");
+            let (k, v) = (parts.next().unwrap(), parts.next().unwrap_or(""));
+            out.push((k.to_owned(), v.to_owned()));
+        }
+    }
+}
+
+/// The first value named `name` in `stats` (a host's own counters come before its engine's).
+pub fn stat_value<'a>(stats: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    stats
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
 }
