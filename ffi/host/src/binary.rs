@@ -573,9 +573,7 @@ fn delete(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flo
     if !req.extras.is_empty() || req.key.is_empty() || !req.value.is_empty() {
         return malformed(out, h);
     }
-    if !peer.resuming() {
-        peer.detail(req.key, Op::Delete);
-    }
+    peer.detail(req.key, Op::Delete);
     let engine = peer.engine();
     let mut cas = h.cas;
     let rc = peer.retry(|| ok(engine.remove(&peer.cookie, req.key, &mut cas, h.vbucket)));
@@ -643,9 +641,7 @@ fn flush(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, quiet: bool) -> Flow
         ([a, b, c, d], true) => libc::time_t::from(u32::from_be_bytes([*a, *b, *c, *d])),
         _ => return malformed(out, h),
     };
-    if !peer.resuming() {
-        peer.count(Stat::CmdFlush);
-    }
+    peer.count(Stat::CmdFlush);
     if !peer.ctx.options.flush_enabled {
         // `-F`: memcached 1.6 answers a binary flush so.
         status_reply(out, h, PROTOCOL_BINARY_RESPONSE_AUTH_ERROR);
@@ -726,9 +722,7 @@ fn touch(peer: &Peer, req: &Request<'_>, out: &mut Vec<u8>, packet: &mut Packet)
     let (Ok(exptime), false) = (<[u8; 4]>::try_from(req.extras), req.key.is_empty()) else {
         return malformed(out, h);
     };
-    if !peer.resuming() {
-        peer.count(Stat::CmdTouch);
-    }
+    peer.count(Stat::CmdTouch);
     let quiet = matches!(h.opcode, PROTOCOL_BINARY_CMD_GATQ | CMD_GATKQ);
     let key: &[u8] = if matches!(h.opcode, CMD_GATK | CMD_GATKQ) {
         req.key

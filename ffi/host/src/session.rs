@@ -242,12 +242,6 @@ impl Peer {
         }
     }
 
-    /// Whether this run of a request follows its engine call's EWOULDBLOCK and notification: a
-    /// count taken before that call is then left out, since the first run took it.
-    pub fn resuming(&self) -> bool {
-        self.resume.get().is_some()
-    }
-
     /// Whether the last step parked (clearing the mark).
     pub fn take_parked(&self) -> bool {
         self.parked.replace(false)
@@ -258,9 +252,19 @@ impl Peer {
         self.resume.set(Some(status));
     }
 
-    /// Counts one event for this connection's tenant, on its worker's line.
+    /// Whether this run of a request follows its engine call's EWOULDBLOCK and notification,
+    /// and has not made that call again yet ([`Peer::retry`] takes the notified status): what
+    /// it counts until then, its first run counted.
+    fn resuming(&self) -> bool {
+        self.resume.get().is_some()
+    }
+
+    /// Counts one event for this connection's tenant, on its worker's line (not again on the
+    /// run of a parked request before its engine call: see [`Peer::resuming`]).
     pub fn count(&self, stat: Stat) {
-        self.tenant.borrow().bump(self.worker, stat);
+        if !self.resuming() {
+            self.tenant.borrow().bump(self.worker, stat);
+        }
     }
 
     /// Counts `n` (bytes) for this connection's tenant, on its worker's line.
@@ -269,8 +273,12 @@ impl Peer {
     }
 
     /// Counts `op` on `key`'s prefix in this tenant's `stats detail`, when it is on (memcached
-    /// counts classic gets, storage commands and deletes; not touch, arithmetic or meta).
+    /// counts classic gets, storage commands and deletes; not touch, arithmetic or meta), as
+    /// [`Peer::count`] counts.
     pub fn detail(&self, key: &[u8], op: counters::Op) {
+        if self.resuming() {
+            return;
+        }
         let delimiter = self.ctx.options.prefix_delimiter.unwrap_or(b':');
         self.tenant.borrow().detail(key, delimiter, op);
     }

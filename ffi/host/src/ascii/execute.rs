@@ -64,9 +64,7 @@ fn engine_error(rc: ENGINE_ERROR_CODE) -> Reply {
 }
 
 fn delete(peer: &Peer, key: &[u8]) -> Reply {
-    if !peer.resuming() {
-        peer.detail(key, Op::Delete);
-    }
+    peer.detail(key, Op::Delete);
     let engine = peer.engine();
     let mut cas = 0;
     match peer.retry(|| ok(engine.remove(&peer.cookie, key, &mut cas, 0))) {
@@ -96,9 +94,7 @@ fn arithmetic(peer: &Peer, key: &[u8], incr: bool, delta: u64) -> Reply {
 
 /// `touch`, as a binary TOUCH to the engine.
 fn touch(peer: &Peer, packet: &mut Packet, key: &[u8], exptime: u32) -> Reply {
-    if !peer.resuming() {
-        peer.count(Stat::CmdTouch);
-    }
+    peer.count(Stat::CmdTouch);
     match ext::touch(peer, packet, key, exptime) {
         Ok(Touch::Touched) => Reply::Line("TOUCHED"),
         Ok(Touch::NotFound) => Reply::Line("NOT_FOUND"),
@@ -184,9 +180,7 @@ pub fn fetch(peer: &Peer, packet: &mut Packet, key: &[u8], touch: Option<u32>) -
             .retry(|| engine.get(&peer.cookie, key, 0))
             .map(|item| Value::of(item).map(Hit::Item)),
         Some(exptime) => {
-            if !peer.resuming() {
-                peer.count(Stat::CmdTouch);
-            }
+            peer.count(Stat::CmdTouch);
             match ext::get_and_touch(peer, packet, key, exptime) {
                 Ok(Some(hit)) => Ok(Some(Hit::Copied(hit))),
                 Ok(None) => Err(ENGINE_KEY_ENOENT),

@@ -229,13 +229,12 @@ fn run(peer: &Peer, out: &mut Output, packet: &mut Packet, line: &[u8], tokens: 
             return Next::Answered(Flow::Continue);
         }
         // memcached 1.6.18 counts `me` alone in cmd_meta (mg, ms, md and ma count as the
-        // classic commands they stand for). A line run again after its engine call parked was
-        // counted by its first run.
-        if verb == b"me" && !peer.resuming() {
+        // classic commands they stand for).
+        if verb == b"me" {
             peer.count(Stat::CmdMeta);
         }
         // memcached counts a flush_all it dispatches, one it then refuses included.
-        if verb == b"flush_all" && tokens.len() <= 3 && !peer.resuming() {
+        if verb == b"flush_all" && tokens.len() <= 3 {
             peer.count(Stat::CmdFlush);
         }
     }
