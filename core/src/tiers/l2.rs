@@ -473,9 +473,11 @@ struct Pool<T> {
 
 impl<T> Pool<T> {
     /// Pushes the list `head..=tail` (linked through `retired_next`, owned by the caller).
-    fn push(&self, head: NodeRef<T>, tail: &Node<T>) {
+    fn push(&self, head: NodeRef<T>, tail: NodeRef<T>) {
         let mut free = self.free.lock();
         let below = free.map_or(std::ptr::null_mut(), |n| n.0.cast_mut());
+        // SAFETY: the tail of a list the caller owns: a live node in a block of this pool.
+        let tail = unsafe { &*tail.0 };
         // Relaxed: read by the taker, under this lock.
         tail.retired_next.store(below, Ordering::Relaxed);
         *free = Some(head);
@@ -1184,30 +1186,25 @@ fn for_each_retired<T>(head: NodeRef<T>, mut f: impl FnMut(&Node<T>)) {
 /// Drops the entries of a retired list that no reader can reach any more and gives its nodes
 /// to `pool`.
 fn recycle<T>(head: NodeRef<T>, pool: &Pool<T>) {
-    let mut cur = head.0.cast_mut();
-    loop {
-        // SAFETY: the caller owns the list (the batch's grace period is over: no reader holds
-        // one of its nodes).
-        let node = unsafe { &mut *cur };
-        node.clear();
-        // Relaxed: see `Shard::retire`.
-        let next = node.retired_next.load(Ordering::Relaxed);
-        if next.is_null() {
-            return pool.push(head, node);
-        }
-        cur = next;
-    }
+    let tail = clear_list(head);
+    pool.push(head, tail);
 }
 
-/// Empties a list of nodes (linked through `retired_next`) that no reader can reach any more.
-fn clear_list<T>(mut cur: *mut Node<T>) {
-    while !cur.is_null() {
+/// Empties a list of nodes from `head` (linked through `retired_next`) that no reader can reach
+/// any more (the batch's grace period is over, or the store is gone); returns its last node.
+fn clear_list<T>(head: NodeRef<T>) -> NodeRef<T> {
+    let mut cur = head.0.cast_mut();
+    loop {
         // SAFETY: the caller owns the list, so nothing else touches its nodes; each lies in a
         // block, which outlives the store.
         let node = unsafe { &mut *cur };
         node.clear();
         // Relaxed: see `Shard::retire`.
-        cur = node.retired_next.load(Ordering::Relaxed);
+        let next = node.retired_next.load(Ordering::Relaxed);
+        if next.is_null() {
+            return NodeRef(cur);
+        }
+        cur = next;
     }
 }
 
@@ -1267,7 +1264,7 @@ impl<T> Drop for L2<T> {
         }
         for shard in self.shards.iter() {
             if let Some(head) = shard.state.lock().retired.take() {
-                clear_list(head.0.cast_mut());
+                clear_list(head);
             }
         }
     }
