@@ -7,12 +7,7 @@ use std::sync::OnceLock;
 /// A library cargo built for this test run: `target/<profile>/<name>`, next to
 /// `target/<profile>/deps/` where the test binary lives. `hint` says how to build it when absent.
 pub fn built_library(name: &str, hint: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    let lib = profile_dir.join(name);
+    let lib = profile_dir().join(name);
     assert!(lib.exists(), "{} was not built: {hint}", lib.display());
     lib
 }
@@ -24,11 +19,7 @@ pub fn built_library(name: &str, hint: &str) -> PathBuf {
 pub fn engine_library(name: &str, engine_pu: bool) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test binary path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>/deps");
+        let profile_dir = profile_dir();
         let target_dir = profile_dir.parent().expect("target/");
         let mut cargo = Command::new(env!("CARGO"));
         cargo
@@ -62,6 +53,16 @@ pub fn engine_library(name: &str, engine_pu: bool) -> PathBuf {
         name,
         "cargo build -p mcb-storage-engine -p mcb-bucket-engine",
     )
+}
+
+/// `target/<profile>`: where cargo puts the libraries of this test run, above the test
+/// binary's `deps/`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_owned()
 }
 
 /// The functions a shared library exports (`nm -D --defined-only`, type T).
