@@ -260,7 +260,7 @@ impl Peer {
     }
 
     /// Counts one event for this connection's tenant, on its worker's line (not again on the
-    /// run of a parked request before its engine call: see [`Peer::resuming`]).
+    /// run of a parked request before its engine call, which its first run counted).
     pub fn count(&self, stat: Stat) {
         if !self.resuming() {
             self.tenant.borrow().bump(self.worker, stat);
