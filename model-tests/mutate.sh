@@ -203,6 +203,15 @@ add l2-drop-keeps-linked-values core/src/tiers/l2.rs tiers \
     $'                let node = unsafe { &mut *cur.as_raw().cast_mut() };\n                node.clear();' \
     $'                let node = unsafe { &mut *cur.as_raw().cast_mut() };' \
     "a dropped store leaves its values in their nodes: a batch still in flight keeps them alive"
+add flight-waiter-uncounted core/src/tiers/flight.rs tiers \
+    'state.sleepers += 1;' 'state.sleepers += 0;' \
+    "a caller that waits for a loader lock does not count itself a sleeper: the holder's release wakes nobody"
+add flight-wakes-only-crowds core/src/tiers/flight.rs tiers \
+    'if early.unwrap_or(state.sleepers) > 0 {' 'if early.unwrap_or(state.sleepers) > 1 {' \
+    "the loader lock's release wakes its sleepers only when more than one waits: a lone waiter sleeps on"
+add flight-release-by-key core/src/tiers/flight.rs tiers \
+    'list.iter().position(|f| Arc::ptr_eq(f, &self.flight))' 'list.iter().position(|f| f.key == self.flight.key)' \
+    "a loader lock's release removes whatever lock its key has: an expired holder's release frees the lock of the caller that took it over"
 add clock-ticker-stands-still core/src/tiers/clock.rs tiers \
     $'                return;\n            }\n            NOW.store(coarse_ms() + 1, Ordering::Relaxed);' \
     $'                return;\n            }' \

@@ -292,6 +292,23 @@ fn an_expired_lock_is_taken_over() {
 }
 
 #[test]
+fn an_expired_holders_release_leaves_the_new_holders_lock() {
+    let (cache, clock) = cache_with(|o| o.lock.timeout = Duration::ZERO);
+    thread::scope(|s| {
+        let (release_old, old) = hold_lock(s, &cache, "k");
+        clock.advance(Duration::from_secs(31));
+        let (release_new, new) = hold_lock(s, &cache, "k");
+        release_old.send(()).unwrap();
+        assert_eq!(old.join().unwrap(), got("fresh", Level::L3));
+        // The old holder stored its value: take it out, so that a get must ask for the lock.
+        cache.delete(b"k");
+        assert_eq!(get(&cache, "k", must_not_run()), Err(Error::LockTimeout));
+        release_new.send(()).unwrap();
+        assert_eq!(new.join().unwrap(), got("fresh", Level::L3));
+    });
+}
+
+#[test]
 fn concurrent_misses_run_the_loader_once_and_waiters_read_l2() {
     let (cache, _) = cache();
     let runs = AtomicUsize::new(0);

@@ -163,6 +163,11 @@ fn tiers_single_flight_catches_a_missing_recheck() {
     );
 }
 
+#[test]
+fn tiers_single_flight_catches_a_lost_wake_up() {
+    caught(Mutant::FlightCountsSleepersFirst, "deadlock", single_flight);
+}
+
 /// A thread reads a key into its L1 while another thread writes it (`write`, named `what`);
 /// once the write has returned (observed through a flag), the reader's next get returns what
 /// L2 holds: no other thread's L1 copy outlives a set, a delete or a purge.

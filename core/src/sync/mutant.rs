@@ -42,6 +42,9 @@ pub enum Mutant {
     L2FreesBatchAtHandover,
     /// The loader path skips re-reading L2 after taking the per-key lock.
     LoaderSkipsRecheck,
+    /// A loader lock's holder counts the sleepers in a critical section before the one that
+    /// marks the lock done: a caller that starts to wait in between is never woken.
+    FlightCountsSleepersFirst,
     /// A promotion into L1 reads the invalidation generation after reading L2, not before.
     L1TagsAfterL2Read,
     /// `Clients::enter` increments its stripe Relaxed instead of SeqCst.

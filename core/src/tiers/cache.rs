@@ -973,7 +973,7 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
         let held = self
             .ns
             .flights
-            .acquire(key, &self.opts.clock, pending.opts.lock);
+            .acquire(key, pending.hash, &self.opts.clock, pending.opts.lock);
         // Another caller may have loaded it while we waited (or before our lock).
         if held.is_err() || !mutant::active(Mutant::LoaderSkipsRecheck) {
             let probe = store::probe(self.ns.id, key, pending.hash);
