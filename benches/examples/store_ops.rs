@@ -7,7 +7,9 @@
 //! (what the engine's `get`, `get_item_info` and `release` do: a fetch turned into a token, the
 //! token's item read for every field `item_info` carries, the token released), `set`, or `none`
 //! (the loop alone: subtract it). Instructions per operation: (Ir of KIND - Ir of
-//! none) / N.
+//! none) / N. `evicting N` is the storage bench's evicting regime instead (a fetch, and on a
+//! miss a set, over its Zipf 0.99 trace, the store holding half the keys drawn), after a pass
+//! over the trace: take the difference of two counts.
 //!
 //!     valgrind --tool=callgrind target/release/examples/store_ops pinned 200000
 
@@ -24,6 +26,9 @@ fn main() {
     let n: u64 = args
         .next()
         .map_or(1_000_000, |n| n.parse().expect("a count"));
+    if kind == "evicting" {
+        return evicting(n as usize);
+    }
     let config = Config {
         cache_size: 64 << 20,
         ..Config::default()
@@ -70,4 +75,35 @@ fn main() {
         };
     }
     println!("{kind}: {n} operations, {hits} hits (or key bytes)");
+}
+
+/// The storage bench's evicting regime (its trace, keys and sizing): a pass over the trace,
+/// then `n` of its operations.
+fn evicting(n: usize) {
+    let trace = mcb_benches::zipf(1 << 20, 0.99, 1 << 21, 44);
+    let mut distinct = trace.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let bytes = (distinct.len() / 2 * (12 + 12 + VALUE.len())).next_multiple_of(1 << 20);
+    let config = Config {
+        cache_size: bytes,
+        ..Config::default()
+    };
+    let store = Store::new(config, Box::new(ManualClock::new(1))).expect("store");
+    let keys: Vec<Vec<u8>> = (0..1 << 20)
+        .map(|i| format!("k{i:010}").into_bytes())
+        .collect();
+    let mut hits = 0usize;
+    let mut op = |k: u64| {
+        let key = &keys[k as usize];
+        if black_box(store.fetch(key)).is_some() {
+            hits += 1;
+        } else {
+            let item = store.item(key, &VALUE, 0, 0).expect("item");
+            black_box(store.store(&item, StoreOp::Set).expect("stored"));
+        }
+    };
+    trace.iter().for_each(|&k| op(k));
+    trace.iter().cycle().take(n).for_each(|&k| op(k));
+    println!("evicting: {n} operations after a pass, {hits} hits in all");
 }
