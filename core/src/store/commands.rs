@@ -7,7 +7,8 @@ use super::config::{Config, KEY_MAX, PAGE_SIZE};
 use super::error::Error;
 use super::item::{Hold, ItemRef, RelTime, ITEM_OVERHEAD};
 use super::seg::{
-    Engine, Hash, Item, Locked, Plan, Pos, Shape, Short, Unpublished, ACCESS_SHIFT, BUCKET_BYTES,
+    key_mark, Engine, Hash, Item, Locked, Plan, Pos, Shape, Short, Unpublished, ACCESS_SHIFT,
+    BUCKET_BYTES,
 };
 use super::stats::{Counter, Counters, Stats};
 use super::token::{Blocks, TURN_RECORDS};
@@ -325,8 +326,21 @@ impl Store {
     /// prepend when it is not 0, the item's CAS (see [`ItemRef::set_cas`]) must match the
     /// present one.
     pub fn store(&self, item: &ItemRef<'_>, op: StoreOp) -> Result<u64, Error> {
+        self.store_marked(item, op, false)
+    }
+
+    /// [`Store::store`], the key marked as sent in base64 when `key_binary` (memcached's
+    /// `ms … b`: its meta commands then answer the key in base64, see
+    /// [`ItemRef::key_binary`]). An append or prepend makes a new item, unmarked, as
+    /// memcached's does.
+    pub fn store_marked(
+        &self,
+        item: &ItemRef<'_>,
+        op: StoreOp,
+        key_binary: bool,
+    ) -> Result<u64, Error> {
         self.counters.add(Counter::CmdSet, 1);
-        let result = self.store_op(item, op, 0);
+        let result = self.store_op(item, op, key_mark(key_binary));
         if op == StoreOp::Cas {
             self.count_cas(&result);
         }

@@ -8,7 +8,7 @@
 //! link it in place. The bytes are read by copying (every access to segment memory is
 //! atomic); the C boundary reads them through raw pointers instead ([`ItemRef::raw_parts`]).
 
-use super::seg::{Engine, Item, ACCESS_SHIFT, FETCHED, KEPT, MAX_HEADER, STALE, WON};
+use super::seg::{Engine, Item, ACCESS_SHIFT, FETCHED, KEPT, KEY_BINARY, MAX_HEADER, STALE, WON};
 use crate::sync::atomic::Ordering;
 use std::fmt;
 
@@ -139,6 +139,12 @@ impl<'s> ItemRef<'s> {
     /// Whether the item was invalidated (served stale until recached).
     pub fn is_stale(&self) -> bool {
         self.meta_bits() & STALE != 0
+    }
+
+    /// Whether its key came in base64 (stored by `ms … b`): memcached's meta commands then
+    /// answer the key in base64, whatever the request's `b`.
+    pub fn key_binary(&self) -> bool {
+        self.meta_bits() & KEY_BINARY != 0
     }
 
     fn meta_bits(&self) -> u32 {

@@ -17,7 +17,7 @@
 use super::commands::{Made, Mode, Store, StoreOp};
 use super::error::Error;
 use super::item::{ItemRef, RelTime};
-use super::seg::{FETCHED, STALE, WON};
+use super::seg::{key_mark, FETCHED, STALE, WON};
 use super::stats::Counter;
 use crate::sync::atomic::Ordering;
 
@@ -43,6 +43,9 @@ pub struct Fetch {
     pub touch: Option<RelTime>,
     /// Leave the fetched mark and the access time alone (`u`).
     pub no_bump: bool,
+    /// Only look (`me`): take and report no recache token, not even on a stale item; with
+    /// `no_bump`, the fetch changes nothing.
+    pub look: bool,
 }
 
 /// A meta get's hit.
@@ -150,7 +153,9 @@ impl Store {
         let expiring = fetch
             .recache_below
             .is_some_and(|below| item.exptime() != 0 && item.exptime().saturating_sub(now) < below);
-        let token = if stale || expiring || item.token_taken() {
+        let token = if fetch.look {
+            Token::None
+        } else if stale || expiring || item.token_taken() {
             if item.take_token() {
                 Token::Won
             } else {
@@ -286,10 +291,13 @@ impl Store {
             let exptime = exptime.unwrap_or(old.exptime());
             let copy = self.fresh(key, old.value_len(), old.flags(), exptime, Mode::Brief)?;
             copy.item.copy_value(0, &old.item, 0, old.value_len());
-            // memcached marks the item stale in place.
+            // memcached marks the item stale in place: its fetched mark, access time and
+            // base64 mark stay; the token is free again.
+            // Relaxed: the meta state carries over (a racing note of a read may be lost).
+            let meta = old.item.meta().load(Ordering::Relaxed);
             Ok(Made {
                 item: copy,
-                meta: Store::meta_word(now, STALE),
+                meta: meta & !WON | STALE,
                 linked: false,
             })
         });
@@ -302,8 +310,14 @@ impl Store {
 
     /// `ms … I C<cas>`: stores `item` if `cas` is the present item's CAS, and also, marked
     /// stale, if `cas` is older (a late writer's data, served until recached). Returns the new
-    /// CAS.
-    pub fn store_invalid(&self, item: &ItemRef<'_>, cas: u64) -> Result<u64, Error> {
+    /// CAS. `key_binary`: as in [`Store::store_marked`].
+    pub fn store_invalid(
+        &self,
+        item: &ItemRef<'_>,
+        cas: u64,
+        key_binary: bool,
+    ) -> Result<u64, Error> {
+        let key_bits = key_mark(key_binary);
         self.check(item.key_len(), item.value_len())?;
         let now = self.now();
         let key = item.key();
@@ -312,8 +326,8 @@ impl Store {
             Some(old) => {
                 let current = self.engine.cas_of(old);
                 match cas.cmp(&current) {
-                    std::cmp::Ordering::Less => Ok(Store::meta_word(now, STALE)),
-                    std::cmp::Ordering::Equal => Ok(Store::meta_word(now, 0)),
+                    std::cmp::Ordering::Less => Ok(Store::meta_word(now, STALE | key_bits)),
+                    std::cmp::Ordering::Equal => Ok(Store::meta_word(now, key_bits)),
                     std::cmp::Ordering::Greater => Err(Error::Exists),
                 }
             }
@@ -504,18 +518,56 @@ mod tests {
     }
 
     #[test]
+    fn a_key_sent_in_base64_stays_marked_where_memcached_keeps_the_item() {
+        let (store, clock) = store();
+        let marked = |key: &[u8]| store.get(key).map(|item| item.key_binary());
+        let item = store.item(b"n", b"5", 0, 0).unwrap();
+        store.store_marked(&item, StoreOp::Set, true).unwrap();
+        assert_eq!(marked(b"n"), Some(true));
+        // Changed in place by memcached: a read, a touch, a fitting incr, an invalidation.
+        store.fetch(b"n").unwrap();
+        clock.advance(120);
+        store.fetch(b"n").unwrap();
+        store.touch(b"n", 5000).unwrap();
+        store.arithmetic(b"n", true, 1, None).unwrap();
+        let cas = store.get(b"n").unwrap().cas();
+        store.invalidate(b"n", cas, None).unwrap();
+        assert_eq!(marked(b"n"), Some(true), "kept in place");
+        // Made anew: an incr that outgrows the value, an append, a plain set.
+        store.arithmetic(b"n", true, 1000, None).unwrap();
+        assert_eq!(marked(b"n"), Some(false), "an incr that outgrew it");
+        for (op, value) in [(StoreOp::Set, &b"v"[..]), (StoreOp::Append, b"w")] {
+            let item = store.item(b"k", value, 0, 0).unwrap();
+            store.store_marked(&item, op, op == StoreOp::Set).unwrap();
+        }
+        assert_eq!(marked(b"k"), Some(false), "an append");
+        set(&store, b"n", b"v", 0);
+        assert_eq!(marked(b"n"), Some(false), "a plain set");
+        // A late writer's stale store, marked or not.
+        for key_binary in [true, false] {
+            let cas = store.get(b"n").unwrap().cas();
+            let late = store.item(b"n", b"late", 0, 0).unwrap();
+            store.store_invalid(&late, cas - 1, key_binary).unwrap();
+            assert_eq!(marked(b"n"), Some(key_binary));
+        }
+    }
+
+    #[test]
     fn an_older_cas_stores_stale() {
         let (store, _) = store();
         let cas = set(&store, b"k", b"v", 0);
         let late = store.item(b"k", b"late", 0, 0).unwrap();
-        assert_eq!(store.store_invalid(&late, cas + 1), Err(Error::Exists));
+        assert_eq!(
+            store.store_invalid(&late, cas + 1, false),
+            Err(Error::Exists)
+        );
         let late = store.item(b"k", b"late", 0, 0).unwrap();
-        store.store_invalid(&late, cas - 1).unwrap();
+        store.store_invalid(&late, cas - 1, false).unwrap();
         let fetched = store.meta_get(b"k", &Fetch::default()).unwrap();
         assert!(fetched.stale && fetched.item.value() == b"late");
         let cas = fetched.item.cas();
         let fresh = store.item(b"k", b"fresh", 0, 0).unwrap();
-        store.store_invalid(&fresh, cas).unwrap();
+        store.store_invalid(&fresh, cas, false).unwrap();
         assert!(!store.meta_get(b"k", &Fetch::default()).unwrap().stale);
     }
 }

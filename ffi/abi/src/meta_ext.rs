@@ -35,10 +35,19 @@ pub const CMD_META_GET: u8 = 0xe8;
 /// bytes): the CAS to compare (0: any), the new expiry, `INVALIDATE_SET_EXPTIME` or 0, then 3
 /// bytes zero. Answer: SUCCESS with the new CAS, KEY_ENOENT or KEY_EEXISTS.
 pub const CMD_META_INVALIDATE: u8 = 0xe9;
-/// Meta set with invalidation: store the value if the CAS is the item's, and marked stale if it
-/// is older. Extras (16 bytes): the CAS, the client flags, the expiry; the value is the body.
-/// Answer: SUCCESS with the new CAS, KEY_ENOENT, KEY_EEXISTS or E2BIG.
-pub const CMD_META_SET_INVALID: u8 = 0xea;
+/// Meta set, for what v1's `store` cannot say (`SET_*` bits). Extras (20 bytes): the CAS to
+/// compare (0: none; with `SET_STALE_IF_OLDER` the CAS it compares), the client flags, the
+/// expiry, the operation (v1's `ENGINE_STORE_OPERATION`, 1 byte), the `SET_*` bits (1 byte),
+/// 2 bytes zero; the value is the body. Answer: SUCCESS with the new CAS, KEY_ENOENT,
+/// KEY_EEXISTS, NOT_STORED, E2BIG or ENOMEM.
+pub const CMD_META_SET: u8 = 0xea;
+
+/// `CMD_META_SET`: store the value if the CAS is the item's, and marked stale if it is older
+/// (`ms … I`; the operation is CAS).
+pub const SET_STALE_IF_OLDER: u8 = 1;
+/// `CMD_META_SET`: the key came in base64 (`ms … b`): the meta commands answer it in base64,
+/// whatever their own `b` (memcached's `ITEM_KEY_BINARY`).
+pub const SET_KEY_BINARY: u8 = 2;
 
 /// Meta arithmetic with a CAS compare and a TTL update. Extras (40 bytes): `ARITH_*` bits, 3
 /// bytes zero, the expiry of an item created on a miss, the expiry to set on success, 4 bytes
@@ -64,6 +73,9 @@ pub const GET_RECACHE: u8 = 2;
 pub const GET_TOUCH: u8 = 4;
 /// Leave the item's fetched mark and access time alone.
 pub const GET_NO_BUMP: u8 = 8;
+/// Only look: take and report no recache token, even on a stale item (`me`, and `md`'s read
+/// of the CAS); with `GET_NO_BUMP` the fetch changes nothing.
+pub const GET_LOOK: u8 = 16;
 
 /// The item is stale.
 pub const STATE_STALE: u8 = 1;
@@ -75,6 +87,8 @@ pub const STATE_LOST: u8 = 4;
 pub const STATE_FETCHED: u8 = 8;
 /// This fetch created the item (`GET_VIVIFY` on a miss).
 pub const STATE_CREATED: u8 = 16;
+/// The item's key came in base64 (see `SET_KEY_BINARY`).
+pub const STATE_KEY_BINARY: u8 = 32;
 
 /// `CMD_META_INVALIDATE`: the expiry in the extras applies.
 pub const INVALIDATE_SET_EXPTIME: u8 = 1;

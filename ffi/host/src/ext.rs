@@ -172,6 +172,8 @@ pub struct MetaGet {
     pub touch: Option<u32>,
     /// Leave the fetched mark and the access time alone (`u`).
     pub no_bump: bool,
+    /// Take no recache token (`me`, and `md`'s read of the CAS).
+    pub look: bool,
 }
 
 /// A meta get's hit.
@@ -210,8 +212,10 @@ pub fn meta_get(
             x[at..at + 4].copy_from_slice(&value.to_be_bytes());
         }
     }
-    if get.no_bump {
-        x[0] |= GET_NO_BUMP;
+    for (on, bit) in [(get.no_bump, GET_NO_BUMP), (get.look, GET_LOOK)] {
+        if on {
+            x[0] |= bit;
+        }
     }
     let a = ours(call(peer, packet, CMD_META_GET, [&x, key, &[]]))?;
     let hit = match (a.status, a.ext.get(4..).filter(|ext| ext.len() >= 13)) {
@@ -253,20 +257,35 @@ pub fn invalidate(
     status_rc(ours(call(peer, packet, CMD_META_INVALIDATE, [&x, key, &[]]))?.status)
 }
 
-/// `ms … I`: stores `value` (client `flags`, expiry `exptime`) if `cas` is the item's, and
-/// marked stale if it is older, through our engines' private opcode; the new CAS.
-pub fn store_invalid(
+/// The fields of a meta set ([`meta_set`]): the CAS (to compare, or with
+/// `SET_STALE_IF_OLDER` the one it compares), the client flags, the expiry, the operation and
+/// the `SET_*` bits.
+#[derive(Debug, Clone, Copy)]
+pub struct MetaSet {
+    pub cas: u64,
+    pub flags: u32,
+    pub exptime: u32,
+    pub op: ENGINE_STORE_OPERATION,
+    pub bits: u8,
+}
+
+/// `ms … I` or `ms … b`: stores `value` as `set` says through our engines' private opcode;
+/// the new CAS.
+pub fn meta_set(
     peer: &Peer,
     packet: &mut Packet,
     key: &[u8],
-    (cas, flags, exptime): (u64, u32, u32),
+    set: MetaSet,
     value: &[u8],
 ) -> Result<u64, ENGINE_ERROR_CODE> {
-    let mut x = [0u8; 16];
-    x[..8].copy_from_slice(&cas.to_be_bytes());
-    x[8..12].copy_from_slice(&flags.to_be_bytes());
-    x[12..].copy_from_slice(&exptime.to_be_bytes());
-    let a = ours(call(peer, packet, CMD_META_SET_INVALID, [&x, key, value]))?;
+    let mut x = [0u8; 20];
+    x[..8].copy_from_slice(&set.cas.to_be_bytes());
+    x[8..12].copy_from_slice(&set.flags.to_be_bytes());
+    x[12..16].copy_from_slice(&set.exptime.to_be_bytes());
+    // v1's operations are 1 to 6.
+    x[16] = u8::try_from(set.op.0).unwrap_or(0);
+    x[17] = set.bits;
+    let a = ours(call(peer, packet, CMD_META_SET, [&x, key, value]))?;
     status_rc(a.status).map(|()| a.cas)
 }
 

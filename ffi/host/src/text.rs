@@ -1,6 +1,6 @@
 //! What the ASCII commands (classic and meta) share: reply lines, memcached's error lines, the
-//! command-line tokenizer, numbers as memcached's C reads them, and expiration times as the
-//! binary packets sent to the engine carry them.
+//! command-line tokenizer, numbers as memcached's C reads them, base64 keys, and expiration
+//! times as the binary packets sent to the engine carry them.
 
 #![deny(unsafe_code)]
 
@@ -125,9 +125,59 @@ pub fn c_i32(token: &[u8]) -> Option<i32> {
     Some(value as i32)
 }
 
+/// Standard base64 (with padding), as memcached's `b` flag reads keys.
+pub fn decode_base64(text: &[u8]) -> Option<Vec<u8>> {
+    fn sextet(c: u8) -> Option<u32> {
+        Some(u32::from(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        }))
+    }
+    if text.is_empty() || text.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let last = text.len() / 4 - 1;
+    for (i, quad) in text.chunks(4).enumerate() {
+        let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 || (pad > 0 && i != last) {
+            return None;
+        }
+        let mut bits = 0;
+        for &c in &quad[..4 - pad] {
+            bits = bits << 6 | sextet(c)?;
+        }
+        bits <<= 6 * pad as u32;
+        out.extend_from_slice(&bits.to_be_bytes()[1..4 - pad]);
+    }
+    Some(out)
+}
+
+/// Appends `bytes` in standard base64 (with padding), as memcached's meta commands answer a
+/// key that came in base64.
+pub fn push_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in bytes.chunks(3) {
+        let mut word = [0u8; 4];
+        word[1..=chunk.len()].copy_from_slice(chunk);
+        let bits = u32::from_be_bytes(word);
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                ALPHABET[(bits >> (18 - 6 * i) & 63) as usize]
+            } else {
+                b'='
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{c_i32, c_u32, c_u64};
+    use super::{c_i32, c_u32, c_u64, decode_base64, push_base64};
 
     #[test]
     fn numbers_read_as_memcached_reads_them() {
@@ -149,5 +199,24 @@ mod tests {
             assert_eq!((c_u64(bad), c_i32(bad)), (None, None), "{bad:?}");
         }
         assert_eq!(c_i32(b"5\t"), Some(5));
+    }
+
+    #[test]
+    fn base64_keys_decode_and_encode() {
+        assert_eq!(decode_base64(b"Zm9v").as_deref(), Some(&b"foo"[..]));
+        assert_eq!(decode_base64(b"Zm9vYg==").as_deref(), Some(&b"foob"[..]));
+        assert_eq!(decode_base64(b"Zm9vYmE=").as_deref(), Some(&b"fooba"[..]));
+        assert_eq!(decode_base64(b"AP8="), Some(vec![0, 255]));
+        for bad in [&b"foo"[..], b"", b"Zm9!", b"Z===", b"Zg==Zm9v"] {
+            assert_eq!(decode_base64(bad), None, "{bad:?}");
+        }
+        for key in [&b"foo"[..], b"foob", b"fooba", b"\0\xff", b"k"] {
+            let mut text = Vec::new();
+            push_base64(&mut text, key);
+            assert_eq!(decode_base64(&text).as_deref(), Some(key), "{text:?}");
+        }
+        let mut text = Vec::new();
+        push_base64(&mut text, b"foob");
+        assert_eq!(text, b"Zm9vYg==");
     }
 }

@@ -58,11 +58,47 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("mg new f\r\n", "HD f4294967295\r\n"),
     ("ms e 0\r\n\r\n", "HD\r\n"),
     ("mg e s v\r\n", "VA 0 s0\r\n\r\n"),
-    // Base64 keys (memcached remembers that a key came in base64 and answers `k` in base64
-    // even to a plain request; v1 keeps no such mark, so that case is not here).
+    // Base64 keys: memcached marks an item `ms … b` stores and answers `k` (and `me`) in
+    // base64 for it, whatever the request's `b`; an item stored with a plain key gets a plain
+    // `k` even from a request in base64; a miss answers `k` as the request sent it. `me … b`
+    // decodes its key; `me` ignores any other token after the key.
     ("ms Zm9vYg== 1 b k\r\nB\r\n", "HD kZm9vYg== b\r\n"),
     ("mg foob v\r\n", "VA 1\r\nB\r\n"),
     ("mg Zm9vYg== b k v\r\n", "VA 1 kZm9vYg== b\r\nB\r\n"),
+    ("mg foob k s\r\n", "HD kZm9vYg== b s1\r\n"),
+    (
+        "me Zm9vYg== b\r\n",
+        "ME Zm9vYg== exp=-1 la=0 cas=* fetch=yes\r\n",
+    ),
+    (
+        "me foob x y\r\n",
+        "ME Zm9vYg== exp=-1 la=0 cas=* fetch=yes\r\n",
+    ),
+    ("me Zm9 b\r\n", "CLIENT_ERROR bad command line format\r\n"),
+    ("me Zm9vYg== bb\r\n", "EN\r\n"),
+    ("me\r\n", "CLIENT_ERROR bad command line format\r\n"),
+    ("ms plain 1\r\nP\r\n", "HD\r\n"),
+    ("mg cGxhaW4= b k v\r\n", "VA 1 kplain\r\nP\r\n"),
+    (
+        "me cGxhaW4= b\r\n",
+        "ME plain exp=-1 la=0 cas=* fetch=yes\r\n",
+    ),
+    ("mg bm9uZQ== b k v Oq\r\n", "EN kbm9uZQ== b Oq\r\n"),
+    ("md bm9uZQ== b k q\r\n", "NF kbm9uZQ== b\r\n"),
+    // An item `N` creates is not marked.
+    ("mg Zm9vYw== b N30 k v\r\n", "VA 0 kfooc W\r\n\r\n"),
+    // An append makes a new item, not marked (the `ms` answer is by the request's `b`); a
+    // touch, an incr that fits and an invalidation change the item in place: still marked.
+    ("ms Zm9vZQ== 1 b\r\nE\r\n", "HD\r\n"),
+    ("ms Zm9vZQ== 1 b MA k\r\nF\r\n", "HD kZm9vZQ== b\r\n"),
+    ("mg fooe k v\r\n", "VA 2 kfooe\r\nEF\r\n"),
+    ("ms bnVt 1 b\r\n5\r\n", "HD\r\n"),
+    ("incr num 1\r\n", "6\r\n"),
+    ("mg num k T90 v\r\n", "VA 1 kbnVt b\r\n6\r\n"),
+    ("md bnVt b I\r\n", "HD\r\n"),
+    ("mg num k\r\n", "HD kbnVt b X W\r\n"),
+    ("incr num 1000\r\n", "1006\r\n"),
+    ("mg num k\r\n", "HD knum\r\n"),
     ("mg Zm9 b\r\n", "CLIENT_ERROR error decoding key\r\n"),
     // md.
     ("md foob C1\r\n", "EX\r\n"),
@@ -136,6 +172,15 @@ const TRANSCRIPT: &[(&str, &str)] = &[
     ("me mek\r\n", "ME mek exp=-1 la=0 cas=* fetch=no\r\n"),
     ("mg mek v\r\n", "VA 1\r\nm\r\n"),
     ("me mek\r\n", "ME mek exp=-1 la=0 cas=* fetch=yes\r\n"),
+    // Nor does `md … C0`'s look at the item (a fetched mark; a stale item's recache token,
+    // which the next fetch wins).
+    ("ms mel 1\r\nm\r\n", "HD\r\n"),
+    ("md mel C0\r\n", "EX\r\n"),
+    ("mg mel h\r\n", "HD h0\r\n"),
+    ("md mel I\r\n", "HD\r\n"),
+    ("me mel\r\n", "ME mel exp=-1 la=0 cas=* fetch=yes\r\n"),
+    ("md mel C0\r\n", "EX\r\n"),
+    ("mg mel v\r\n", "VA 1 X W\r\nm\r\n"),
     // Bad lines.
     ("mg\r\n", "ERROR\r\n"),
     ("mg foo v v\r\n", "CLIENT_ERROR duplicate flag\r\n"),
@@ -858,6 +903,11 @@ fn without_stale_items_the_stampede_flags_are_refused() {
     }
     assert_eq!(conn.ask("mg new v\r\n"), "EN\r\n");
     assert_eq!(conn.ask("mg foo v\r\n"), "VA 2\r\nab\r\n");
+    // Nor does it keep a key's base64 mark: `ms … b` stores through v1, and `k` follows the
+    // request's `b`.
+    assert_eq!(conn.ask("ms Zm9v 2 b\r\ncd\r\n"), "HD\r\n");
+    assert_eq!(conn.ask("mg foo k v\r\n"), "VA 2 kfoo\r\ncd\r\n");
+    assert_eq!(conn.ask("mg Zm9v b k v\r\n"), "VA 2 kZm9v b\r\ncd\r\n");
 }
 
 /// Over an engine without GAT (the C test engine), `mg … T`, gat and gats say so; the rest

@@ -4,11 +4,11 @@
 //! and each successful `get` hands out one, with a hold on the item, which the host gives back
 //! with `release`.
 
-use super::instance::{engine, store as store_of, value_of, Store};
+use super::instance::{engine, store as store_of, store_op, value_of, Store};
 use crate::abi::*;
 use crate::boundary::guard;
 use crate::wire;
-use mcb_core::store::{Error, StoreOp, KEY_MAX};
+use mcb_core::store::{Error, KEY_MAX};
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
 
@@ -190,14 +190,8 @@ pub(crate) unsafe extern "C" fn store(
 ) -> ENGINE_ERROR_CODE {
     // SAFETY: memcached passes the handle create_instance returned, not yet destroyed.
     with_store(unsafe { store_of(handle) }, |store| {
-        let op = match operation {
-            OPERATION_ADD => StoreOp::Add,
-            OPERATION_SET => StoreOp::Set,
-            OPERATION_REPLACE => StoreOp::Replace,
-            OPERATION_APPEND => StoreOp::Append,
-            OPERATION_PREPEND => StoreOp::Prepend,
-            OPERATION_CAS => StoreOp::Cas,
-            _ => return ENGINE_ENOTSUP,
+        let Some(op) = store_op(operation) else {
+            return ENGINE_ENOTSUP;
         };
         if item.is_null() {
             return ENGINE_EINVAL;

@@ -1,10 +1,11 @@
 //! The bottom of the storage engine: an instance (the handle memcached holds, its host and its
-//! store) and how each call finds it from the handle ([`engine`], [`store`]). The function table
-//! in `mod.rs` builds and frees instances; the calls only read them, from here.
+//! store), how each call finds it from the handle ([`engine`], [`store`]), and what the v1
+//! calls and the private opcodes share (an item's value, v1's store operations). The function
+//! table in `mod.rs` builds and frees instances; the calls only read them, from here.
 
 use super::host::HostApi;
 use crate::abi::*;
-use mcb_core::store::ItemRef;
+use mcb_core::store::{ItemRef, StoreOp};
 use std::sync::OnceLock;
 
 /// The store.
@@ -51,4 +52,17 @@ pub(super) fn value_of<'a>(item: &'a ItemRef<'_>) -> &'a [u8] {
     // SAFETY: the store writes a held item's value bytes never (they change only once the
     // segment is reused, which the hold prevents); `value_len` bytes lie there.
     unsafe { std::slice::from_raw_parts(value.cast_const(), item.value_len()) }
+}
+
+/// v1's store operation as the store's (`None`: not one of v1's).
+pub(super) fn store_op(operation: ENGINE_STORE_OPERATION) -> Option<StoreOp> {
+    Some(match operation {
+        OPERATION_ADD => StoreOp::Add,
+        OPERATION_SET => StoreOp::Set,
+        OPERATION_REPLACE => StoreOp::Replace,
+        OPERATION_APPEND => StoreOp::Append,
+        OPERATION_PREPEND => StoreOp::Prepend,
+        OPERATION_CAS => StoreOp::Cas,
+        _ => return None,
+    })
 }

@@ -1,13 +1,13 @@
 //! The meta commands' private opcodes ([`crate::meta_ext`]): the host's `mg` (with vivify,
-//! recache and touch), `md … I` and `ms … I`, answered from the store's stale items and
-//! recache token (`mcb_core::store::Store::meta_get`).
+//! recache and touch), `md … I`, `ma`, and `ms … I` or `ms … b`, answered from the store's
+//! stale items, recache token and base64 mark (`mcb_core::store::Store::meta_get`).
 
 use super::host::HostApi;
-use super::instance::{value_of, Store};
+use super::instance::{store_op, value_of, Store};
 use crate::abi::*;
 use crate::meta_ext::*;
 use crate::wire::Packet;
-use mcb_core::store::{Delta, Fetch, StoreOp, Token, KEY_MAX};
+use mcb_core::store::{Delta, Fetch, Token, KEY_MAX};
 
 /// How an answer goes back: extras, body, status, CAS.
 pub(crate) type Send<'a> = &'a dyn Fn(&[u8], &[u8], u16, u64) -> ENGINE_ERROR_CODE;
@@ -21,7 +21,7 @@ fn answer(send: Send, status: u16, cas: u64) -> ENGINE_ERROR_CODE {
 pub(crate) fn is_meta(opcode: u8) -> bool {
     matches!(
         opcode,
-        CMD_META_GET | CMD_META_INVALIDATE | CMD_META_SET_INVALID | CMD_META_ARITHMETIC
+        CMD_META_GET | CMD_META_INVALIDATE | CMD_META_SET | CMD_META_ARITHMETIC
     )
 }
 
@@ -38,10 +38,10 @@ pub(crate) fn command(
 ) -> ENGINE_ERROR_CODE {
     let key = request.key;
     let x = request.extras;
-    let extlen = if request.opcode == CMD_META_ARITHMETIC {
-        40
-    } else {
-        16
+    let extlen = match request.opcode {
+        CMD_META_ARITHMETIC => 40,
+        CMD_META_SET => 20,
+        _ => 16,
     };
     if x.len() != extlen || key.is_empty() || key.len() > KEY_MAX {
         return send(&[], &[], PROTOCOL_BINARY_RESPONSE_EINVAL, 0);
@@ -59,6 +59,7 @@ pub(crate) fn command(
                 recache_below: (x[0] & GET_RECACHE != 0).then(|| word(x, 8)),
                 touch: (x[0] & GET_TOUCH != 0).then(|| exptime(12)),
                 no_bump: x[0] & GET_NO_BUMP != 0,
+                look: x[0] & GET_LOOK != 0,
             };
             let Some(hit) = store.meta_get(key, &fetch) else {
                 return answer(send, PROTOCOL_BINARY_RESPONSE_KEY_ENOENT, 0);
@@ -66,6 +67,7 @@ pub(crate) fn command(
             let state = (u8::from(hit.stale) * STATE_STALE)
                 | (u8::from(hit.fetched_before) * STATE_FETCHED)
                 | (u8::from(hit.created) * STATE_CREATED)
+                | (u8::from(hit.item.key_binary()) * STATE_KEY_BINARY)
                 | match hit.token {
                     Token::None => 0,
                     Token::Won => STATE_WON,
@@ -113,16 +115,21 @@ pub(crate) fn command(
             stored(store.invalidate(key, cas, exptime))
         }
         _ => {
+            let Some(op) = store_op(ENGINE_STORE_OPERATION(u32::from(x[16]))) else {
+                return send(&[], &[], PROTOCOL_BINARY_RESPONSE_EINVAL, 0);
+            };
+            let key_binary = x[17] & SET_KEY_BINARY != 0;
             // The flags as the host passes them to `allocate`: in network byte order.
             let flags = word(x, 8).to_be();
             let item = match store.item(key, request.value, flags, exptime(12)) {
                 Ok(item) => item,
                 Err(e) => return answer(send, status(&e), 0),
             };
-            if cas == 0 {
-                return stored(store.store(&item, StoreOp::Set));
+            if x[17] & SET_STALE_IF_OLDER != 0 {
+                return stored(store.store_invalid(&item, cas, key_binary));
             }
-            stored(store.store_invalid(&item, cas))
+            item.set_cas(cas);
+            stored(store.store_marked(&item, op, key_binary))
         }
     }
 }

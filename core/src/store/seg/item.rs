@@ -9,14 +9,25 @@ use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::PayloadArc;
 use std::fmt;
 
-/// The meta word's bits: invalidated (served stale), recache token handed out, fetched; the
-/// last access time (seconds) above them (one bit spare).
+/// The meta word's bits: invalidated (served stale), recache token handed out, fetched, key
+/// sent in base64 (memcached's `ITEM_KEY_BINARY`: `ms … b`); the last access time (seconds)
+/// above them.
 pub(crate) const STALE: u32 = 1;
 pub(crate) const WON: u32 = 2;
 pub(crate) const FETCHED: u32 = 4;
+pub(crate) const KEY_BINARY: u32 = 8;
 pub(crate) const ACCESS_SHIFT: u32 = 4;
 /// The bits a note of an access keeps.
-pub(crate) const KEPT: u32 = STALE | WON;
+pub(crate) const KEPT: u32 = STALE | WON | KEY_BINARY;
+
+/// The meta word's mark of a key sent in base64 (`key_binary`), or none.
+pub(crate) fn key_mark(key_binary: bool) -> u32 {
+    if key_binary {
+        KEY_BINARY
+    } else {
+        0
+    }
+}
 
 /// Where an item's bytes are (what [`Item::read`] and [`Item::write`] take).
 #[derive(Clone)]

@@ -4,7 +4,7 @@
 //! | word | what | when |
 //! | --- | --- | --- |
 //! | length word | key length (8 bits), value length (20 bits; all ones: a fifth word holds it), and four bits: has an expiry, has flags, wide CAS, published | always |
-//! | meta word | the meta commands' state (stale, token won, fetched) and the last access time (seconds), changed in place (atomic) | always |
+//! | meta word | the meta commands' state (stale, token won, fetched, key sent in base64) and the last access time (seconds), changed in place (atomic) | always |
 //! | CAS | 4 bytes: the CAS less its segment's base; wide: the whole 8 bytes | when the store uses CAS |
 //! | expiry | host seconds, changed in place by touch (atomic) | when not 0 |
 //! | flags | the client's 32 bits | when not 0 |

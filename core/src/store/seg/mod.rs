@@ -40,7 +40,7 @@ mod segments;
 #[cfg(mcb_loom)]
 pub use index::model as index_model;
 pub(crate) use index::{Hash, Hit, Loc, Locked, Pos, BUCKET_BYTES, MAX_OFFSET, MAX_SEGMENTS};
-pub(crate) use item::{Item, Place, ACCESS_SHIFT, FETCHED, KEPT, STALE, WON};
+pub(crate) use item::{key_mark, Item, Place, ACCESS_SHIFT, FETCHED, KEPT, KEY_BINARY, STALE, WON};
 pub(crate) use layout::{Shape, MAX_HEADER};
 pub(crate) use segments::{Block, Short};
 

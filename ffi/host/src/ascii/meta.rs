@@ -21,9 +21,12 @@ use crate::ext::{self, MetaArith, MetaGet};
 use crate::io::{Output, COPY_MAX};
 use crate::packet::Packet;
 use crate::session::{ok, Flow, Peer};
-use crate::text::{error_line, reply, wire_exptime, UNSUPPORTED};
+use crate::text::{error_line, push_base64, reply, wire_exptime, UNSUPPORTED};
 use mcb_abi::abi::*;
-use mcb_abi::meta_ext::{STATE_CREATED, STATE_FETCHED, STATE_LOST, STATE_STALE, STATE_WON};
+use mcb_abi::meta_ext::{
+    SET_KEY_BINARY, SET_STALE_IF_OLDER, STATE_CREATED, STATE_FETCHED, STATE_KEY_BINARY, STATE_LOST,
+    STATE_STALE, STATE_WON,
+};
 use std::io::Write;
 
 const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
@@ -40,6 +43,9 @@ struct Known {
     idle: Option<u32>,
     /// Stale and recache-token answers (`mcb_abi::meta_ext`'s `STATE_*` bits).
     state: u8,
+    /// Whether the item's key came in base64 (`ms … b`), when the engine says: memcached answers
+    /// `k` by the item's mark on a hit, by the request's `b` otherwise.
+    key_binary: Option<bool>,
 }
 
 /// Appends the answer's flags, in the request's order: `k` and `O` always, the others when
@@ -49,10 +55,7 @@ fn echo(out: &mut Vec<u8>, r: &Request, known: &Known) {
         match flag[0] {
             b'k' => {
                 out.extend_from_slice(b" k");
-                out.extend_from_slice(r.sent_key);
-                if r.base64 {
-                    out.extend_from_slice(b" b");
-                }
+                key(out, &r.key, known.key_binary.unwrap_or(r.base64));
             }
             b'O' => {
                 out.extend_from_slice(b" ");
@@ -81,6 +84,16 @@ fn echo(out: &mut Vec<u8>, r: &Request, known: &Known) {
 }
 
 /// ` <flag><value>`, when there is a value.
+/// Appends `key` as memcached's meta answers word it: in base64, then ` b`, when `binary`.
+fn key(out: &mut Vec<u8>, key: &[u8], binary: bool) {
+    if binary {
+        push_base64(out, key);
+        out.extend_from_slice(b" b");
+    } else {
+        out.extend_from_slice(key);
+    }
+}
+
 fn number(out: &mut Vec<u8>, flag: &[u8], value: Option<u64>) {
     if let Some(v) = value {
         out.extend_from_slice(flag);
@@ -128,13 +141,14 @@ enum Held {
 /// A fetch's hit, or `None`; an engine's code or a complaint about the request's tokens.
 type Fetched = Result<Option<(Known, Held)>, Result<ENGINE_ERROR_CODE, &'static str>>;
 
-/// `mg` through our engines' private opcode: stale items and the recache token.
-/// `ENGINE_ENOTSUP` from an engine without it.
+/// `mg` through our engines' private opcode: stale items and the recache token (none taken
+/// when only `look`ing, for `me`). `ENGINE_ENOTSUP` from an engine without it.
 fn fetch_ext(
     peer: &Peer,
     packet: &mut Packet,
     r: &Request,
     touch: Option<libc::time_t>,
+    look: bool,
 ) -> Fetched {
     let get = MetaGet {
         vivify: vivify_ttl(r, touch).map(wire_exptime),
@@ -142,6 +156,7 @@ fn fetch_ext(
         recache: r.time(b'R').map(|t| u32::try_from(t).unwrap_or(0)),
         touch: touch.map(wire_exptime),
         no_bump: r.has(b'u'),
+        look,
     };
     let Some(hit) = ext::meta_get(peer, packet, &r.key, &get).map_err(Ok)? else {
         return Ok(None);
@@ -160,6 +175,7 @@ fn fetch_ext(
             created,
         ))),
         state: hit.state,
+        key_binary: Some(hit.state & STATE_KEY_BINARY != 0),
     };
     Ok(Some((known, Held::Copied(hit.value))))
 }
@@ -234,16 +250,28 @@ fn fetch_v1(peer: &Peer, packet: &mut Packet, r: &Request, touch: Option<libc::t
     }
 }
 
-/// The CAS of `key`'s item, through v1's `get`.
-fn cas_of(peer: &Peer, key: &[u8]) -> Result<u64, ENGINE_ERROR_CODE> {
-    let item = peer.retry(|| peer.engine().get(&peer.cookie, key, 0))?;
-    Ok(Value::of(item).ok_or(ENGINE_FAILED)?.info().cas())
+/// The CAS of `key`'s item, read as memcached's `md` reads it: not a fetch (no fetched mark, no
+/// access time), through our engines' meta get with `u`, else through v1's `get`.
+fn cas_of(peer: &Peer, packet: &mut Packet, key: &[u8]) -> Result<u64, ENGINE_ERROR_CODE> {
+    let look = MetaGet {
+        no_bump: true,
+        look: true,
+        ..MetaGet::default()
+    };
+    match ext::meta_get(peer, packet, key, &look) {
+        Ok(hit) => hit.map(|hit| hit.cas).ok_or(ENGINE_KEY_ENOENT),
+        Err(ENGINE_ENOTSUP) => {
+            let item = peer.retry(|| peer.engine().get(&peer.cookie, key, 0))?;
+            Ok(Value::of(item).ok_or(ENGINE_FAILED)?.info().cas())
+        }
+        Err(rc) => Err(rc),
+    }
 }
 
 /// `mg <key> <flag>*`: a get (a get-and-touch with `T`).
 pub fn get(peer: &Peer, out: &mut Output, packet: &mut Packet, r: &Request) -> Flow {
     let touch = r.time(b'T');
-    let found = match fetch_ext(peer, packet, r, touch) {
+    let found = match fetch_ext(peer, packet, r, touch, false) {
         // An engine without our opcode: what v1 does (no stale items, token, access times).
         Err(Ok(ENGINE_ENOTSUP)) if !b"NRhl".iter().any(|&f| r.has(f)) => {
             fetch_v1(peer, packet, r, touch)
@@ -319,7 +347,7 @@ pub fn delete(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Request) 
     if cas_given == Some(0) {
         // An item with a CAS, or none: the engine refuses it (and counts the miss, as
         // memcached does) against a CAS no item carries.
-        match cas_of(peer, &r.key) {
+        match cas_of(peer, packet, &r.key) {
             Ok(0) => {}
             Ok(_) | Err(ENGINE_KEY_ENOENT) => cas = NO_ITEMS_CAS,
             Err(rc) => return engine_error(out, rc),
@@ -411,17 +439,18 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Reque
     Flow::Continue
 }
 
-/// `me <key>`: the item's expiry and CAS, and on our engines (through the meta get's private
-/// opcode, with `u` so that looking changes nothing) also the seconds since its last access
-/// and whether it was fetched, in memcached 1.6's order. memcached's slab class and item size
-/// (`cls`, `size`) describe its slab allocator, which no engine here has: left out.
+/// `me <key>`: the item's key (in base64 if it came so, as memcached prints it), expiry and
+/// CAS, and on our engines (through the meta get's private opcode, with `u` so that looking
+/// changes nothing) also the seconds since its last access and whether it was fetched, in
+/// memcached 1.6's order. memcached's slab class and item size (`cls`, `size`) describe its
+/// slab allocator, which no engine here has: left out.
 pub fn debug(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, key: &[u8]) -> Flow {
     const UNBUMPED: &[&[u8]] = &[b"u"];
     let request = match parse::request(&parse::MG, key, UNBUMPED) {
         Ok(r) => r,
         Err(text) => return say_error(out, text),
     };
-    let known = match fetch_ext(peer, packet, &request, None) {
+    let known = match fetch_ext(peer, packet, &request, None, true) {
         Ok(Some((known, _))) => Ok(known),
         Ok(None) => Err(ENGINE_KEY_ENOENT),
         Err(Ok(ENGINE_ENOTSUP)) => debug_v1(peer, key),
@@ -431,7 +460,11 @@ pub fn debug(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, key: &[u8]) ->
     match known {
         Ok(known) => {
             out.extend_from_slice(b"ME ");
-            out.extend_from_slice(key);
+            if known.key_binary == Some(true) {
+                push_base64(out, key);
+            } else {
+                out.extend_from_slice(key);
+            }
             // As memcached 1.6.18 prints it: the time since the expiry (negative while the
             // item lives), -1 for none.
             let exp = match known.ttl {
@@ -466,16 +499,25 @@ fn debug_v1(peer: &Peer, key: &[u8]) -> Result<Known, ENGINE_ERROR_CODE> {
     })
 }
 
-/// `ms … I` (`r`, `set`): stores `value` through our engines' private opcode; the new CAS.
-pub fn store_invalid(
+/// `ms … I` or `ms … b` (`r`, `set`): stores `value` through our engines' private opcode,
+/// which v1's `store` cannot ask for a stale store or a key marked as base64; the new CAS.
+pub fn store_ext(
     peer: &Peer,
     packet: &mut Packet,
     r: &Request,
     set: &SetLine,
     value: &[u8],
 ) -> Result<u64, ENGINE_ERROR_CODE> {
-    let fields = (set.cas, set.flags, wire_exptime(set.exptime));
-    ext::store_invalid(peer, packet, &r.key, fields, value)
+    let bits =
+        (u8::from(set.stale_if_older) * SET_STALE_IF_OLDER) | (u8::from(r.base64) * SET_KEY_BINARY);
+    let fields = ext::MetaSet {
+        cas: set.cas,
+        flags: set.flags,
+        exptime: wire_exptime(set.exptime),
+        op: set.op,
+        bits,
+    };
+    ext::meta_set(peer, packet, &r.key, fields, value)
 }
 
 /// The answer to a finished `ms`: `rc` is the store's status, `cas` the stored item's CAS.

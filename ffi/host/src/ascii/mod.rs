@@ -228,11 +228,6 @@ fn run(peer: &Peer, out: &mut Output, packet: &mut Packet, line: &[u8], tokens: 
             reply(out.tail(), "CLIENT_ERROR unauthenticated");
             return Next::Answered(Flow::Continue);
         }
-        // memcached 1.6.18 counts `me` alone in cmd_meta (mg, ms, md and ma count as the
-        // classic commands they stand for).
-        if verb == b"me" {
-            peer.count(Stat::CmdMeta);
-        }
         // memcached counts a flush_all it dispatches, one it then refuses included.
         if verb == b"flush_all" && tokens.len() <= 3 {
             peer.count(Stat::CmdFlush);
@@ -256,7 +251,12 @@ fn run(peer: &Peer, out: &mut Output, packet: &mut Packet, line: &[u8], tokens: 
             MetaVerb::Delete => meta::delete(peer, out.tail(), packet, &r),
             MetaVerb::Arithmetic => meta::arithmetic(peer, out.tail(), packet, &r),
         }),
-        Command::MetaDebug { key } => Next::Answered(meta::debug(peer, out.tail(), packet, key)),
+        Command::MetaDebug { key } => {
+            // memcached 1.6.18 counts `me` alone in cmd_meta (mg, ms, md and ma count as the
+            // classic commands they stand for), and only a line it could read.
+            peer.count(Stat::CmdMeta);
+            Next::Answered(meta::debug(peer, out.tail(), packet, &key))
+        }
         Command::OneLine(command) => {
             let quiet = command.quiet();
             let tail = out.tail();
@@ -421,15 +421,18 @@ fn meta_store(
         }
     };
     let blank = fill.landing.blank();
-    let (rc, cas) = if set.stale_if_older {
+    let through_ext = if set.stale_if_older || r.base64 {
         let value: Vec<u8> = blank.value().flatten().copied().collect();
-        match meta::store_invalid(peer, packet, &r, &set, &value) {
-            Ok(cas) => (ENGINE_SUCCESS, cas),
-            Err(rc) => (rc, 0),
+        match meta::store_ext(peer, packet, &r, &set, &value) {
+            Ok(cas) => Some((ENGINE_SUCCESS, cas)),
+            // An engine without the opcode keeps no base64 mark: v1's store does the rest.
+            Err(ENGINE_ENOTSUP) if !set.stale_if_older => None,
+            Err(rc) => Some((rc, 0)),
         }
     } else {
-        execute::store(peer, blank, fill.op, fill.cas)
+        None
     };
+    let (rc, cas) = through_ext.unwrap_or_else(|| execute::store(peer, blank, fill.op, fill.cas));
     (rc != ENGINE_EWOULDBLOCK).then(|| meta::set_answer(out, &r, rc, cas))
 }
 

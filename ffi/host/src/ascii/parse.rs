@@ -11,7 +11,7 @@
 #![deny(unsafe_code)]
 
 use crate::codec::KEY_MAX;
-use crate::text::{c_i32, c_u32, c_u64, wire_exptime, BAD_FORMAT, UNSUPPORTED};
+use crate::text::{c_i32, c_u32, c_u64, decode_base64, wire_exptime, BAD_FORMAT, UNSUPPORTED};
 use mcb_abi::abi::*;
 use std::borrow::Cow;
 
@@ -32,8 +32,8 @@ pub enum Command<'a> {
     Store(Store<'a>),
     /// `mg`, `md`, `ma`: the checked request.
     Meta(MetaVerb, Request<'a>),
-    /// `me <key>`.
-    MetaDebug { key: &'a [u8] },
+    /// `me <key> [b]` (the key decoded from base64 with `b`).
+    MetaDebug { key: Cow<'a, [u8]> },
     /// A command the executor answers in one line.
     OneLine(OneLine<'a>),
     /// Refused as read: answered `line` (unless `quiet`), then `swallow` bytes of data that
@@ -156,7 +156,10 @@ pub fn command<'a>(line: &'a [u8], tokens: &'a [&'a [u8]]) -> Command<'a> {
             },
         };
     }
-    if let (b"mg" | b"md" | b"ma" | b"me", [_, key, flags @ ..]) = (verb, tokens) {
+    if verb == b"me" {
+        return meta_debug(tokens);
+    }
+    if let (b"mg" | b"md" | b"ma", [_, key, flags @ ..]) = (verb, tokens) {
         return meta(verb, key, flags, tokens.len());
     }
     if let Some(get) = get(verb, line, tokens) {
@@ -377,14 +380,30 @@ pub fn meta_store_again<'a>(
     Ok((r, set))
 }
 
-/// `mg`, `md`, `ma`, `me` with a key (`count` tokens in all).
+/// `me <key> [b]`, as memcached 1.6.18 reads it: a `b` right after the key (alone) decodes
+/// it from base64; any other token after the key is ignored.
+fn meta_debug<'a>(tokens: &[&'a [u8]]) -> Command<'a> {
+    let (key, rest) = match tokens {
+        [_, key, rest @ ..] if key.len() <= KEY_MAX => (*key, rest),
+        _ => return Command::refused(BAD_FORMAT),
+    };
+    if rest.first() != Some(&&b"b"[..]) {
+        return Command::MetaDebug { key: key.into() };
+    }
+    match decode_base64(key) {
+        Some(decoded) if !decoded.is_empty() => Command::MetaDebug {
+            key: decoded.into(),
+        },
+        _ => Command::refused(BAD_FORMAT),
+    }
+}
+
+/// `mg`, `md`, `ma` with a key (`count` tokens in all).
 fn meta<'a>(verb: &[u8], key: &'a [u8], flags: &'a [&'a [u8]], count: usize) -> Command<'a> {
     if count >= TOO_MANY_TOKENS {
         return Command::refused("CLIENT_ERROR options flags are too long");
     }
     let (kind, spec) = match verb {
-        b"me" if !flags.is_empty() || key.len() > KEY_MAX => return Command::refused(BAD_FORMAT),
-        b"me" => return Command::MetaDebug { key },
         b"mg" => (MetaVerb::Get, &MG),
         b"md" => (MetaVerb::Delete, &MD),
         _ => (MetaVerb::Arithmetic, &MA),
@@ -561,8 +580,6 @@ const MA: Verb = MD;
 #[derive(Debug)]
 pub struct Request<'a> {
     pub key: Cow<'a, [u8]>,
-    /// The key as sent (what `k` echoes).
-    pub sent_key: &'a [u8],
     pub base64: bool,
     /// The flags in the request's order (the answer echoes them so).
     pub flags: &'a [&'a [u8]],
@@ -640,7 +657,6 @@ pub fn request<'a>(
     }
     Ok(Request {
         key: decoded.map_or(Cow::Borrowed(key), Cow::Owned),
-        sent_key: key,
         base64: seen[usize::from(b'b')],
         flags,
     })
@@ -717,38 +733,6 @@ fn set_line(r: &Request) -> Result<SetLine, &'static str> {
     })
 }
 
-/// Standard base64 (with padding), as memcached's `b` flag reads keys.
-fn decode_base64(text: &[u8]) -> Option<Vec<u8>> {
-    fn sextet(c: u8) -> Option<u32> {
-        Some(u32::from(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        }))
-    }
-    if text.is_empty() || text.len() % 4 != 0 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let last = text.len() / 4 - 1;
-    for (i, quad) in text.chunks(4).enumerate() {
-        let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && i != last) {
-            return None;
-        }
-        let mut bits = 0;
-        for &c in &quad[..4 - pad] {
-            bits = bits << 6 | sextet(c)?;
-        }
-        bits <<= 6 * pad as u32;
-        out.extend_from_slice(&bits.to_be_bytes()[1..4 - pad]);
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -758,17 +742,6 @@ mod tests {
     fn read(line: &[u8], check: impl FnOnce(Command<'_>)) {
         let (tokens, n) = tokenize(line);
         check(command(line, &tokens[..n]));
-    }
-
-    #[test]
-    fn base64_keys() {
-        assert_eq!(decode_base64(b"Zm9v").as_deref(), Some(&b"foo"[..]));
-        assert_eq!(decode_base64(b"Zm9vYg==").as_deref(), Some(&b"foob"[..]));
-        assert_eq!(decode_base64(b"Zm9vYmE=").as_deref(), Some(&b"fooba"[..]));
-        assert_eq!(decode_base64(b"AP8="), Some(vec![0, 255]));
-        for bad in [&b"foo"[..], b"", b"Zm9!", b"Z===", b"Zg==Zm9v"] {
-            assert_eq!(decode_base64(bad), None, "{bad:?}");
-        }
     }
 
     #[test]
