@@ -483,6 +483,31 @@ mod tests {
     }
 
     #[test]
+    fn a_look_changes_nothing_and_an_invalidation_keeps_the_access_state() {
+        let (store, _) = store();
+        set(&store, b"k", b"v", 0);
+        let look = Fetch {
+            no_bump: true,
+            look: true,
+            ..Fetch::default()
+        };
+        let seen = store.meta_get(b"k", &look).unwrap();
+        assert!(!seen.fetched_before);
+        store.meta_get(b"k", &Fetch::default()).unwrap();
+        let cas = store.get(b"k").unwrap().cas();
+        store.invalidate(b"k", cas, None).unwrap();
+        // Stale now: a look neither takes the token nor reports it; the next fetch wins it.
+        let seen = store.meta_get(b"k", &look).unwrap();
+        assert_eq!((seen.stale, seen.token), (true, Token::None));
+        assert!(
+            seen.fetched_before,
+            "the invalidation kept the fetched mark"
+        );
+        let fetched = store.meta_get(b"k", &Fetch::default()).unwrap();
+        assert_eq!(fetched.token, Token::Won);
+    }
+
+    #[test]
     fn recache_below_a_ttl() {
         let (store, clock) = store();
         set(&store, b"k", b"v", 1100);
