@@ -505,6 +505,11 @@ mod tests {
         );
         let fetched = store.meta_get(b"k", &Fetch::default()).unwrap();
         assert_eq!(fetched.token, Token::Won);
+        drop(fetched);
+        // A new invalidation starts a new token period.
+        store.invalidate(b"k", 0, None).unwrap();
+        let fetched = store.meta_get(b"k", &Fetch::default()).unwrap();
+        assert_eq!(fetched.token, Token::Won, "the token is free again");
     }
 
     #[test]
