@@ -212,6 +212,18 @@ add flight-wakes-only-crowds core/src/tiers/flight.rs tiers \
 add flight-release-by-key core/src/tiers/flight.rs tiers \
     'list.iter().position(|f| Arc::ptr_eq(f, &self.flight))' 'list.iter().position(|f| f.key == self.flight.key)' \
     "a loader lock's release removes whatever lock its key has: an expired holder's release frees the lock of the caller that took it over"
+add meta-kept-drops-base64-mark core/src/store/seg/item.rs store \
+    'pub(crate) const KEPT: u32 = STALE | WON | KEY_BINARY;' 'pub(crate) const KEPT: u32 = STALE | WON;' \
+    "a note of an access drops the base64 mark: the meta commands then answer a key ms … b stored plainly"
+add meta-look-takes-the-token core/src/store/meta.rs store \
+    'let token = if fetch.look {' 'let token = if false && fetch.look {' \
+    "a look (me, md … C0's read of the CAS) takes a stale item's recache token: the next fetch loses it"
+add meta-invalidation-resets-access core/src/store/meta.rs store \
+    'meta: meta & !WON | STALE,' 'meta: Store::meta_word(now, STALE),' \
+    "an invalidation forgets the fetched mark, the access time and the base64 mark, which memcached keeps (it marks in place)"
+add meta-invalidation-keeps-the-token core/src/store/meta.rs store \
+    'meta: meta & !WON | STALE,' 'meta: meta | STALE,' \
+    "an invalidation keeps a token already taken: no fetch of the new stale item wins it"
 add clock-ticker-stands-still core/src/tiers/clock.rs tiers \
     $'                return;\n            }\n            NOW.store(coarse_ms() + 1, Ordering::Relaxed);' \
     $'                return;\n            }' \
