@@ -83,7 +83,6 @@ fn echo(out: &mut Vec<u8>, r: &Request, known: &Known) {
     }
 }
 
-/// ` <flag><value>`, when there is a value.
 /// Appends `key` as memcached's meta answers word it: in base64, then ` b`, when `binary`.
 fn key(out: &mut Vec<u8>, key: &[u8], binary: bool) {
     if binary {
@@ -94,6 +93,7 @@ fn key(out: &mut Vec<u8>, key: &[u8], binary: bool) {
     }
 }
 
+/// ` <flag><value>`, when there is a value.
 fn number(out: &mut Vec<u8>, flag: &[u8], value: Option<u64>) {
     if let Some(v) = value {
         out.extend_from_slice(flag);
@@ -250,8 +250,9 @@ fn fetch_v1(peer: &Peer, packet: &mut Packet, r: &Request, touch: Option<libc::t
     }
 }
 
-/// The CAS of `key`'s item, read as memcached's `md` reads it: not a fetch (no fetched mark, no
-/// access time), through our engines' meta get with `u`, else through v1's `get`.
+/// The CAS of `key`'s item, read as memcached's `md` reads it: not a fetch (no fetched mark,
+/// access time or recache token), through our engines' meta get as a look, else through v1's
+/// `get`.
 fn cas_of(peer: &Peer, packet: &mut Packet, key: &[u8]) -> Result<u64, ENGINE_ERROR_CODE> {
     let look = MetaGet {
         no_bump: true,
@@ -440,10 +441,10 @@ pub fn arithmetic(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, r: &Reque
 }
 
 /// `me <key>`: the item's key (in base64 if it came so, as memcached prints it), expiry and
-/// CAS, and on our engines (through the meta get's private opcode, with `u` so that looking
-/// changes nothing) also the seconds since its last access and whether it was fetched, in
-/// memcached 1.6's order. memcached's slab class and item size (`cls`, `size`) describe its
-/// slab allocator, which no engine here has: left out.
+/// CAS, and on our engines (through the meta get's private opcode, as a look with `u`, so
+/// that looking changes nothing) also the seconds since its last access and whether it was
+/// fetched, in memcached 1.6's order. memcached's slab class and item size (`cls`, `size`)
+/// describe its slab allocator, which no engine here has: left out.
 pub fn debug(peer: &Peer, out: &mut Vec<u8>, packet: &mut Packet, key: &[u8]) -> Flow {
     const UNBUMPED: &[&[u8]] = &[b"u"];
     let request = match parse::request(&parse::MG, key, UNBUMPED) {
