@@ -176,36 +176,73 @@ impl Drop for Memcached {
 impl Memcached {
     /// Starts the `memcached` on the PATH with `args`; `None` when there is none to start and
     /// `MCB_REQUIRE_MEMCACHED` is not set (`what` says what is then left unchecked).
+    ///
+    /// The port is free when picked but not held: a server another test starts meanwhile may
+    /// take it, and then memcached exits and a connect reaches that server instead. So a start
+    /// counts only once the listener's `stats` names memcached's own pid; otherwise it tries a
+    /// new port.
     pub fn start(args: &[&str], what: &str) -> Option<Memcached> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let mut command = Command::new("memcached");
-        command.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]);
-        command.args(args);
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            command.args(["-u", "nobody"]);
-        }
-        let child = match command.stdout(Stdio::null()).spawn() {
-            Ok(child) => Memcached { child, port },
-            Err(e) if std::env::var_os("MCB_REQUIRE_MEMCACHED").is_none() => {
-                eprintln!("memcached not started ({e}): {what} is not checked against it");
-                return None;
+        for _ in 0..8 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let mut command = Command::new("memcached");
+            command.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]);
+            command.args(args);
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } == 0 {
+                command.args(["-u", "nobody"]);
             }
-            Err(e) => panic!("memcached: {e}"),
-        };
+            let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+            let mut memcached = match child {
+                Ok(child) => Memcached { child, port },
+                Err(e) if std::env::var_os("MCB_REQUIRE_MEMCACHED").is_none() => {
+                    eprintln!("memcached not started ({e}): {what} is not checked against it");
+                    return None;
+                }
+                Err(e) => panic!("memcached: {e}"),
+            };
+            if memcached.listens() {
+                return Some(memcached);
+            }
+        }
+        panic!("memcached never listened on a port of its own");
+    }
+
+    /// Waits until this memcached accepts on its port: false when it exits first (its port
+    /// was taken) or another process answers there.
+    fn listens(&mut self) -> bool {
         // memcached says nothing when it listens: wait until it accepts (or gives up).
         let deadline = std::time::Instant::now() + TIMEOUT;
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        loop {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return false;
+            }
+            if let Ok(stream) = TcpStream::connect(("127.0.0.1", self.port)) {
+                return self.answers_on(stream).unwrap_or(false);
+            }
             assert!(
                 std::time::Instant::now() < deadline,
                 "memcached never listened"
             );
             std::thread::yield_now();
         }
-        Some(child)
+    }
+
+    /// Whether the server on `stream` gives this memcached's pid in its `stats`.
+    fn answers_on(&self, stream: TcpStream) -> std::io::Result<bool> {
+        stream.set_read_timeout(Some(TIMEOUT))?;
+        (&stream).write_all(b"stats\r\n")?;
+        let mine = format!("STAT pid {}", self.child.id());
+        for line in BufReader::new(stream).lines() {
+            match line?.trim_end() {
+                "END" => return Ok(false),
+                line if line == mine => return Ok(true),
+                _ => {}
+            }
+        }
+        Ok(false)
     }
 
     pub fn pid(&self) -> u32 {
