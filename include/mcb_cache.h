@@ -459,9 +459,10 @@ enum mcb_cache_status mcb_cache_update(const struct mcb_cache *cache);
 
 /**
  * Gets `n` keys: hits answered at once, misses loaded by their loaders with up to
- * `concurrency` (0: 3, lua-resty-mlcache's default) running at a time, on threads this call
- * starts. On `MCB_CACHE_OK`,
- * `results[i]` answers `ops[i]`; free each OK value with `mcb_cache_value_free`.
+ * `concurrency` (0: 3, lua-resty-mlcache's default) running at a time, on the calling thread
+ * and helper threads this call starts (at most 64 helpers at once in the process: past that,
+ * fewer run, so loaders must not wait for one another). On `MCB_CACHE_OK`, `results[i]`
+ * answers `ops[i]`; free each OK value with `mcb_cache_value_free`.
  *
  * # Safety
  * `cache` from `mcb_cache_new`; `ops` valid for `n` reads and `results` for `n` writes; every

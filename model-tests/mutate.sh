@@ -203,6 +203,14 @@ add l2-drop-keeps-linked-values core/src/tiers/l2.rs tiers \
     $'                let node = unsafe { &mut *cur.as_raw().cast_mut() };\n                node.clear();' \
     $'                let node = unsafe { &mut *cur.as_raw().cast_mut() };' \
     "a dropped store leaves its values in their nodes: a batch still in flight keeps them alive"
+add tiers-bulk-helpers-unbounded core/src/tiers/bulk.rs tiers \
+    'let got = want.min(BULK_HELPERS_MAX.saturating_sub(now));' \
+    'let got = want;' \
+    "a bulk get takes every helper it asks for: threads grow with callers and their concurrency"
+add tiers-bulk-helpers-kept core/src/tiers/bulk.rs tiers \
+    'HELPERS.fetch_sub(self.0, Ordering::Relaxed);' \
+    'let _ = self.0;' \
+    "a bulk get keeps its helpers' share of the bound: later bulk gets run on their callers alone"
 add flight-waiter-uncounted core/src/tiers/flight.rs tiers \
     'state.sleepers += 1;' 'state.sleepers += 0;' \
     "a caller that waits for a loader lock does not count itself a sleeper: the holder's release wakes nobody"

@@ -6,6 +6,7 @@
 //! resolved when the cache was made. On an L1 miss it reads L2 without a lock and promotes by
 //! the cache's [`Promotion`](super::Promotion) rule. [`Cache::get_with`] reads without a clone.
 
+use super::bulk;
 use super::clock::{to_ms, Ticking};
 use super::error::{BoxError, Error, LoaderError, StoreKind, Warning};
 use super::l1::{self, L1};
@@ -15,7 +16,7 @@ use super::options::{Admission, CallOptions, Options, Promotion, Resolved};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::time::Duration;
-use crate::sync::{thread, Arc, PayloadArc};
+use crate::sync::{Arc, PayloadArc};
 use std::any::Any;
 use std::cell::RefCell;
 use std::fmt;
@@ -492,9 +493,10 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
     }
 
     /// Answers `ops` in order: L1 and L2 hits at once, misses by their loaders, up to
-    /// `concurrency` at a time (this thread included). Every miss's loader runs. A value loaded
-    /// on one of the call's helper threads lands in L2 and that thread's L1, so this thread's
-    /// next get of it is an L2 hit.
+    /// `concurrency` at a time (this thread included; fewer while the process's other bulk
+    /// gets hold [`BULK_HELPERS_MAX`](super::BULK_HELPERS_MAX) helper threads). Every miss's
+    /// loader runs. A value loaded on one of the call's helper threads lands in L2 and that
+    /// thread's L1, so this thread's next get of it is an L2 hit.
     pub fn get_bulk_with(
         &self,
         ops: Vec<BulkOp<'_, T>>,
@@ -516,33 +518,18 @@ impl<T: Send + Sync + 'static, V: Send + Sync + 'static> Cache<T, V> {
                         level: Level::Miss,
                     })),
                     (Ok(Err(pending)), Some(loader)) => {
-                        jobs.push((index, op.key, Some((pending, loader)), None));
+                        jobs.push((index, op.key, pending, loader));
                         None
                     }
                 },
             );
         }
-        let per_thread = jobs.len().div_ceil(concurrency).max(1);
         // On the thread that runs it: that thread's L1.
-        let run = |chunk: &mut [(usize, &[u8], Option<_>, Option<_>)]| {
-            let here = self.here();
-            for (_, key, work, result) in chunk {
-                let (pending, loader) = work.take().expect("each job runs once");
-                *result = Some(self.load(&here, key, pending, loader));
-            }
-        };
-        thread::scope(|scope| {
-            let mut chunks = jobs.chunks_mut(per_thread);
-            let mine = chunks.next();
-            for chunk in chunks {
-                scope.spawn(move || run(chunk));
-            }
-            if let Some(chunk) = mine {
-                run(chunk);
-            }
+        let loaded = bulk::run(jobs, concurrency, |(index, key, pending, loader)| {
+            (index, self.load(&self.here(), key, pending, loader))
         });
-        for (index, _, _, result) in jobs {
-            results[index] = result;
+        for (index, result) in loaded {
+            results[index] = Some(result);
         }
         Ok(results
             .into_iter()

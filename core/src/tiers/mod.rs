@@ -20,6 +20,7 @@
 //!   per worker (and it dies with the last of them). A thread finds it at its cache's slot.
 //! - `options`: a cache's [`Options`] (among them the [`Promotion`] rule of L2 hits into L1
 //!   and the [`Admission`] rule of loaded values into L2) and the per-call [`CallOptions`].
+//! - `bulk`: the threads a bulk get runs its loaders on, bounded process-wide.
 //! - `cache`: [`Cache`], the seed's public API (`get`, `peek`, `set`, `delete`, `purge`,
 //!   `update`, `get_bulk`) over the three levels, [`Cache::get_with`], a read without a
 //!   clone, and [`Local`], a handle on this thread's L1 for reads that skip looking it up.
@@ -29,6 +30,7 @@
 //! sleeping.
 
 mod any;
+mod bulk;
 mod cache;
 #[allow(unsafe_code)] // the ticker's fork hook
 mod clock;
@@ -45,6 +47,7 @@ mod s3fifo;
 mod sketch;
 mod weigh;
 
+pub use bulk::BULK_HELPERS_MAX;
 pub use cache::{BulkLoader, BulkOp, Cache, Hit, Level, Loaded, Local, Peek, BULK_CONCURRENCY};
 pub use clock::Clock;
 pub use error::{BoxError, Error, LoaderError, StoreKind, Warning};
