@@ -74,12 +74,17 @@ pub(super) fn run<J: Send, R: Send>(
         let result = work(job);
         done.lock().push((index, result));
     };
-    thread::scope(|scope| {
-        for _ in 0..helpers.0 {
-            scope.spawn(runner);
-        }
+    if helpers.0 == 0 {
+        // Alone (all hits, a concurrency of 1, or the bound taken): no scope to set up.
         runner();
-    });
+    } else {
+        thread::scope(|scope| {
+            for _ in 0..helpers.0 {
+                scope.spawn(runner);
+            }
+            runner();
+        });
+    }
     drop(helpers);
     let mut done = std::mem::take(&mut *done.lock());
     done.sort_unstable_by_key(|&(index, _)| index);
