@@ -194,7 +194,7 @@ impl Memcached {
             if unsafe { libc::geteuid() } == 0 {
                 command.args(["-u", "nobody"]);
             }
-            let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+            let child = command.stdout(Stdio::null()).spawn();
             let mut memcached = match child {
                 Ok(child) => Memcached { child, port },
                 Err(e) if std::env::var_os("MCB_REQUIRE_MEMCACHED").is_none() => {
