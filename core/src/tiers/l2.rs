@@ -397,6 +397,14 @@ struct Shard<T> {
     pool: Arc<Pool<T>>,
 }
 
+/// Capacity bytes per bucket: a full shard of the smallest entries (a node, 128 bytes) has one
+/// entry per bucket, and a read walks about 1.5 nodes of its chain, each a cache miss (1.9 at
+/// 256 bytes a bucket, for 144-byte entries). The array, 8 bytes a bucket, is a sixteenth of
+/// the capacity, beside the budget.
+const BYTES_PER_BUCKET: usize = 128;
+/// Buckets a shard has at most (32 MiB of them): past 512 MiB a shard, chains grow instead.
+const MAX_BUCKETS_PER_SHARD: usize = 1 << 22;
+
 /// Every shard's buckets in one array, a shard's a run of `1 << shard_shift` of them: a read
 /// finds its bucket with one multiply and one index (it was a shard's, then the bucket in it,
 /// twice a read with the prefetch), and a writer its shard from the bucket's index.
@@ -612,7 +620,10 @@ impl<T: Send + Sync + 'static> L2<T> {
             return Err(Error::InvalidOption("L2 shards must be in 1..=capacity"));
         }
         let per_shard = capacity_bytes / shards;
-        let buckets = Buckets::new(shards, (per_shard / 256).clamp(16, 1 << 16));
+        let buckets = Buckets::new(
+            shards,
+            (per_shard / BYTES_PER_BUCKET).clamp(16, MAX_BUCKETS_PER_SHARD),
+        );
         let shards = (0..shards)
             .map(|_| {
                 CachePadded::new(Shard {
@@ -1311,6 +1322,19 @@ mod tests {
                 low >= Some(&160) && high <= Some(&360),
                 "bits {shift}..: {low:?}..{high:?} of 256 expected"
             );
+        }
+    }
+
+    /// A full store of the smallest entries (a node each) has at most one a bucket, at 4 MiB
+    /// as at 1 GiB: the buckets grow with the capacity (at 65,536 a shard, as before, a full
+    /// 1 GiB store over 8 shards had 16 a chain).
+    #[test]
+    fn a_full_store_has_at_most_one_smallest_entry_a_bucket() {
+        for (capacity, shards) in [(4 << 20, 1), (1 << 30, 8)] {
+            let l2 = L2::<()>::with_shards(capacity, shards).expect("valid");
+            let most = capacity / std::mem::size_of::<Node<()>>();
+            let buckets = l2.buckets.links.len();
+            assert!(most <= buckets, "{most} entries in {buckets} buckets");
         }
     }
 
