@@ -402,8 +402,10 @@ struct Shard<T> {
 /// 256 bytes a bucket, for 144-byte entries). The array, 8 bytes a bucket, is a sixteenth of
 /// the capacity, beside the budget.
 const BYTES_PER_BUCKET: usize = 128;
-/// Buckets a shard has at most (32 MiB of them): past 512 MiB a shard, chains grow instead.
-const MAX_BUCKETS_PER_SHARD: usize = 1 << 22;
+/// Buckets a store has at most, whatever its shards (128 MiB of them, reached at 2 GiB of
+/// capacity): past that, chains grow instead, and a capacity far above what a process will
+/// hold costs no more than this.
+const MAX_BUCKETS: usize = 1 << 24;
 
 /// Every shard's buckets in one array, a shard's a run of `1 << shard_shift` of them: a read
 /// finds its bucket with one multiply and one index (it was a shard's, then the bucket in it,
@@ -622,7 +624,7 @@ impl<T: Send + Sync + 'static> L2<T> {
         let per_shard = capacity_bytes / shards;
         let buckets = Buckets::new(
             shards,
-            (per_shard / BYTES_PER_BUCKET).clamp(16, MAX_BUCKETS_PER_SHARD),
+            (per_shard / BYTES_PER_BUCKET).clamp(16, (MAX_BUCKETS / shards).max(16)),
         );
         let shards = (0..shards)
             .map(|_| {
@@ -1327,7 +1329,7 @@ mod tests {
 
     /// A full store of the smallest entries (a node each) has at most one a bucket, at 4 MiB
     /// as at 1 GiB: the buckets grow with the capacity (at 65,536 a shard, as before, a full
-    /// 1 GiB store over 8 shards had 16 a chain).
+    /// 1 GiB store over 8 shards had 16 a chain), up to a bound whatever the capacity.
     #[test]
     fn a_full_store_has_at_most_one_smallest_entry_a_bucket() {
         for (capacity, shards) in [(4 << 20, 1), (1 << 30, 8)] {
@@ -1336,6 +1338,12 @@ mod tests {
             let buckets = l2.buckets.links.len();
             assert!(most <= buckets, "{most} entries in {buckets} buckets");
         }
+        let vast = L2::<()>::with_shards(usize::MAX / 2, 8).expect("valid");
+        assert_eq!(
+            vast.buckets.links.len(),
+            MAX_BUCKETS,
+            "bounded whatever the capacity"
+        );
     }
 
     /// An entry's one word keeps its deadline and its resurrection apart, a ttl of any size
