@@ -624,7 +624,10 @@ impl<T: Send + Sync + 'static> L2<T> {
         let per_shard = capacity_bytes / shards;
         let buckets = Buckets::new(
             shards,
-            (per_shard / BYTES_PER_BUCKET).clamp(16, (MAX_BUCKETS / shards).max(16)),
+            // A power of two (as `Buckets::new` rounds up to one), so that the total stays
+            // within the bound whatever the shard count.
+            (per_shard / BYTES_PER_BUCKET)
+                .clamp(16, (MAX_BUCKETS / shards.next_power_of_two()).max(16)),
         );
         let shards = (0..shards)
             .map(|_| {
@@ -1338,11 +1341,12 @@ mod tests {
             let buckets = l2.buckets.links.len();
             assert!(most <= buckets, "{most} entries in {buckets} buckets");
         }
-        let vast = L2::<()>::with_shards(usize::MAX / 2, 8).expect("valid");
-        assert_eq!(
-            vast.buckets.links.len(),
-            MAX_BUCKETS,
-            "bounded whatever the capacity"
+        // Three shards: a bound that is not a power of two rounds down, not up.
+        let vast = L2::<()>::with_shards(usize::MAX / 2, 3).expect("valid");
+        let buckets = vast.buckets.links.len();
+        assert!(
+            (MAX_BUCKETS / 2..=MAX_BUCKETS).contains(&buckets),
+            "{buckets} buckets"
         );
     }
 
